@@ -1,0 +1,43 @@
+"""Where Kernel Forge Desktop keeps its files (overridable by environment variables).
+
+- models:   $KFORGE_MODELS_DIR, else ``models/`` of a source checkout, else <user data>/models
+- sessions: $KFORGE_SESSIONS_DIR, else <user data>/sessions
+- builds:   $KFORGE_BUILD_CACHE, else <user cache>/builds (content-hashed kernel builds)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP = "kforge-desktop"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESOURCES = REPO_ROOT / "resources"
+
+
+def user_data_dir() -> Path:
+    return Path(os.environ.get("KFORGE_DATA_DIR") or platformdirs.user_data_dir(APP))
+
+
+def checkout_models_dir() -> Path | None:
+    """``models/`` beside the package when running from a source checkout."""
+    cand = REPO_ROOT / "models"
+    return cand if (REPO_ROOT / "pyproject.toml").exists() and cand.is_dir() else None
+
+
+def models_dir() -> Path:
+    env = os.environ.get("KFORGE_MODELS_DIR")
+    if env:
+        return Path(env)
+    return checkout_models_dir() or (user_data_dir() / "models")
+
+
+def sessions_dir() -> Path:
+    return Path(os.environ.get("KFORGE_SESSIONS_DIR") or (user_data_dir() / "sessions"))
+
+
+def build_cache_dir() -> Path:
+    env = os.environ.get("KFORGE_BUILD_CACHE")
+    return Path(env) if env else Path(platformdirs.user_cache_dir(APP)) / "builds"
