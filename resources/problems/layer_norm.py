@@ -1,0 +1,27 @@
+"""LayerNorm over the last dimension with affine parameters."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        with torch.no_grad():
+            self.norm.weight.add_(0.1 * torch.randn(dim))
+            self.norm.bias.add_(0.1 * torch.randn(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x)
+
+
+batch_size = 256
+dim = 1024
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [dim]
