@@ -42,6 +42,8 @@ _CTYPES = {
     "bool": ctypes.c_bool,
 }
 _LOADED: dict[str, NativeLibrary] = {}
+# how many times compiled functions were called: the evaluator's proof that a candidate ran its own code
+CALLS = [0]
 
 
 class NativeBuildError(RuntimeError):
@@ -126,6 +128,7 @@ class NativeFunction:
         self._lang = lang
 
     def __call__(self, *values):
+        CALLS[0] += 1
         if len(values) != self._n_user:
             raise TypeError(f"{self.name}() takes {self._n_user} arguments, got {len(values)}")
         it = iter(values)
@@ -271,3 +274,36 @@ def _trim_log(text: str, limit: int = 12000) -> str:
 def load_native(source: str, lang: str = "cpp") -> NativeLibrary:
     """What a candidate calls at import time."""
     return build_native(source, lang)
+
+
+def syntax_check(source: str, lang: str = "cpp", timeout: float = 30.0) -> str | None:
+    """Compile ``source`` with ``-fsyntax-only`` (no torch headers: ~0.2 s); the errors, or None.
+
+    Lets a repair loop catch most compile errors before a real build. For CUDA it needs nvcc.
+    """
+    import subprocess
+    import tempfile
+
+    if not parse_exports(source):
+        return 'the kernel source defines no extern "C" function to call'
+    suffix = ".cu" if lang == "cuda" else ".cpp"
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as fh:
+        fh.write(source)
+        path = fh.name
+    try:
+        if lang == "cuda":
+            nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+            if not os.path.exists(nvcc):
+                return None  # cannot check here; the real build will tell
+            cmd = [nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-c", "-o", os.devnull, path]
+        else:
+            cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-fopenmp", "-fsyntax-only", path]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"syntax check could not run: {err}"
+        if proc.returncode == 0:
+            return None
+        return _trim_log(proc.stderr.replace(path, "kernel" + suffix), 4000)
+    finally:
+        os.unlink(path)

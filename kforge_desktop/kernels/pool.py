@@ -1,0 +1,238 @@
+"""The worker pool (caller side): one thread per worker process, timeouts, crash recovery.
+
+A worker that crashes (segfault, OOM kill), hangs past its phase's timeout, or reports a poisoned
+CUDA context is killed and replaced; only its own candidate's verdict says so. Timing slots are
+granted by the pool one at a time, so timings never overlap; a lock held by a worker that dies is
+released here, never leaked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from .verdict import Verdict
+
+BUILD_PHASES = {"start", "reference", "build", "baseline"}
+
+
+class WorkerPool:
+    def __init__(self, workers: int, device: str, build_cache: str, exclusive_all: bool = False) -> None:
+        self.n = max(1, workers)
+        self.device = device
+        self.build_cache = build_cache
+        self._tasks: queue.Queue = queue.Queue()
+        self._timing = threading.Lock()
+        # on a small CPU machine a build or a verification beside a timing run disturbs it: then the
+        # whole evaluation holds the slot
+        self._exclusive_all = exclusive_all
+        self._closed = False
+        self._log_dir = tempfile.mkdtemp(prefix="kforge-workers-")
+        self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"kforge-eval-{i}")
+                         for i in range(self.n)]
+        self._procs: dict[int, tuple] = {}
+        for t in self._threads:
+            t.start()
+
+    def submit(self, task: dict) -> Future:
+        if self._closed:
+            raise RuntimeError("the evaluator is closed")
+        fut: Future = Future()
+        self._tasks.put((fut, task))
+        return fut
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._tasks.put(None)
+        for t in self._threads:
+            t.join(timeout=10)
+        for proc, _conn in list(self._procs.values()):
+            _kill(_Proc(proc))
+
+    # -- one serving thread per worker -----------------------------------------------------------
+
+    def _spawn(self, i: int):
+        """A fresh interpreter (``python -m kforge_desktop.kernels.worker``), not a fork: nothing of
+        the caller's state (a Qt app, a loaded LLM) is shared, and the caller's ``__main__`` is never
+        re-imported."""
+        parent_sock, child_sock = socket.socketpair()
+        log_path = os.path.join(self._log_dir, f"worker{i}.log")
+        config = {"device": self.device, "build_cache": self.build_cache, "log_path": log_path}
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kforge_desktop.kernels.worker", str(child_sock.fileno()), json.dumps(config)],
+            pass_fds=(child_sock.fileno(),), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        child_sock.close()
+        conn = Connection(parent_sock.detach())
+        self._procs[i] = (proc, conn)
+        return _Proc(proc), conn, log_path
+
+    def _serve(self, i: int) -> None:
+        worker = None
+        while True:
+            item = self._tasks.get()
+            if item is None:
+                if worker:
+                    try:
+                        worker[1].send(None)
+                    except OSError:
+                        pass
+                    worker[0].join(timeout=5)
+                    _kill(worker[0])
+                return
+            fut, task = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                if worker is None or not worker[0].is_alive():
+                    worker = self._spawn(i)
+                verdict, restart = self._run_one(worker, task)
+            except Exception as err:  # never leave a future unresolved
+                verdict, restart = Verdict("runtime_error", f"the evaluator failed: {err}",
+                                           device=self.device), True
+            if restart and worker is not None:
+                _kill(worker[0])
+                worker = None
+            fut.set_result(verdict)
+
+    def _run_one(self, worker, task: dict) -> tuple[Verdict, bool]:
+        proc, conn, log_path = worker
+        opts = task["options"]
+        build_timeout = float(opts.get("build_timeout_s", 300))
+        run_timeout = float(opts.get("run_timeout_s", 120))
+        start_offset = _size(log_path)
+        phase = "start"
+        phases: dict[str, float] = {}
+        holding = False
+        if self._exclusive_all:
+            self._timing.acquire()
+            holding = True
+        try:
+            conn.send(task)
+            deadline = time.monotonic() + build_timeout + 60  # spawning imports torch
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    limit = build_timeout if phase in BUILD_PHASES else run_timeout
+                    what = "building" if phase in BUILD_PHASES else "running"
+                    return self._failed("timeout", f"the candidate was still {what} after {limit:g} s "
+                                                   f"(phase: {phase}); the worker was stopped", log_path,
+                                        start_offset, proc), True
+                try:
+                    ready = conn.poll(min(remaining, 0.5))
+                except (EOFError, OSError):
+                    ready = True
+                if not ready:
+                    if not proc.is_alive():
+                        return self._crashed(proc, phase, log_path, start_offset), True
+                    continue
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    proc.join(timeout=5)
+                    return self._crashed(proc, phase, log_path, start_offset), True
+                kind = msg[0]
+                if kind == "phase":
+                    phase = msg[1]
+                    phases[phase] = time.monotonic()
+                    deadline = time.monotonic() + (build_timeout if phase in BUILD_PHASES else run_timeout)
+                elif kind == "want_timing":
+                    if not holding:
+                        self._timing.acquire()
+                        holding = True
+                    conn.send("timing_granted")
+                    deadline = time.monotonic() + run_timeout
+                elif kind == "timing_done":
+                    if holding and not self._exclusive_all:
+                        self._timing.release()
+                        holding = False
+                elif kind == "done":
+                    return Verdict.from_dict(msg[1]), bool(msg[2])
+        finally:
+            if holding:
+                self._timing.release()
+
+    def _failed(self, status: str, reason: str, log_path: str, offset: int, proc) -> Verdict:
+        _kill(proc)
+        return Verdict(status, reason, device=self.device, log=_tail(log_path, offset))
+
+    def _crashed(self, proc, phase: str, log_path: str, offset: int) -> Verdict:
+        proc.join(timeout=5)
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
+        else:
+            how = f"exit code {code}"
+        what = {"build": "while building or importing", "verify": "while being verified",
+                "time": "while being timed"}.get(phase, f"during {phase}")
+        return Verdict("crashed", f"the worker process died {what} ({how}); the pool replaced it",
+                       device=self.device, log=_tail(log_path, offset))
+
+
+class _Proc:
+    """The few Process methods the pool uses, over a Popen."""
+
+    def __init__(self, popen: subprocess.Popen) -> None:
+        self.popen = popen
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)  # the worker and any compiler it started
+        except (ProcessLookupError, PermissionError):
+            self.popen.kill()
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+
+def _kill(proc) -> None:
+    if proc.is_alive():
+        proc.kill()
+    proc.join(timeout=5)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tail(path: str, offset: int, limit: int = 20000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return data[-limit:]

@@ -1,0 +1,26 @@
+# expect: incorrect -- writes a constant
+import torch
+import torch.nn as nn
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cmath>
+#include <cstdint>
+extern "C" void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps) {
+  for (int64_t i = 0; i < rows * cols; ++i) y[i] = 0.5f;
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cpp")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        _lib.rms_norm(x, self.weight, out, x.shape[0], x.shape[1], self.eps)
+        return out

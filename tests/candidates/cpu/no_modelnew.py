@@ -1,0 +1,6 @@
+# expect: compile_error -- defines no ModelNew
+import torch
+
+
+class Model2(torch.nn.Module):
+    pass
