@@ -10,15 +10,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 APP = "kforge-desktop"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESOURCES = REPO_ROOT / "resources"
 
 
+def _platform_dir(kind: str) -> Path:
+    """platformdirs where installed (the desktop app); XDG defaults on a GPU box that has only torch."""
+    try:
+        import platformdirs
+
+        return Path(getattr(platformdirs, f"user_{kind}_dir")(APP))
+    except ImportError:
+        xdg = {"data": ("XDG_DATA_HOME", ".local/share"), "cache": ("XDG_CACHE_HOME", ".cache")}[kind]
+        return Path(os.environ.get(xdg[0]) or Path.home() / xdg[1]) / APP
+
+
 def user_data_dir() -> Path:
-    return Path(os.environ.get("KFORGE_DATA_DIR") or platformdirs.user_data_dir(APP))
+    return Path(os.environ.get("KFORGE_DATA_DIR") or _platform_dir("data"))
 
 
 def checkout_models_dir() -> Path | None:
@@ -40,4 +49,4 @@ def sessions_dir() -> Path:
 
 def build_cache_dir() -> Path:
     env = os.environ.get("KFORGE_BUILD_CACHE")
-    return Path(env) if env else Path(platformdirs.user_cache_dir(APP)) / "builds"
+    return Path(env) if env else _platform_dir("cache") / "builds"

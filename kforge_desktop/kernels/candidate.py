@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 import sys
 import types
@@ -87,7 +88,8 @@ def load_candidate_module(source: str, tag: str) -> types.ModuleType:
         raise CandidateError(problems[0] + ".")
     name = f"kforge_candidate_{tag}"
     module = types.ModuleType(name)
-    module.__file__ = f"<candidate {tag}>"
+    # a real file: Triton's @jit and tracebacks read the source back from it
+    module.__file__ = _source_file(source)
     sys.modules[name] = module
     try:
         exec(compile(tree, module.__file__, "exec"), module.__dict__)
@@ -107,6 +109,19 @@ def load_candidate_module(source: str, tag: str) -> types.ModuleType:
     if not isinstance(getattr(module, "ModelNew", None), type):
         raise CandidateError("the candidate module defines no class ModelNew.")
     return module
+
+
+def _source_file(source: str) -> str:
+    from .native import cache_root
+
+    folder = cache_root() / "candidates"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"candidate_{hashlib.sha256(source.encode()).hexdigest()[:20]}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    return str(path)
 
 
 def _short(text: str, n: int = 200) -> str:

@@ -110,8 +110,11 @@ def _ctype_for(ctype: str):
 class NativeFunction:
     """Calls one exported function; tensors become pointers, the CUDA stream is passed for you."""
 
-    def __init__(self, fn, name: str, args: list[tuple[str, str]], lang: str) -> None:
+    def __init__(self, fn, name: str, args: list[tuple[str, str]], lang: str, ret: str = "void") -> None:
         self._fn = fn
+        # a CUDA launcher that returns its cudaError_t (or int) has it checked after every call
+        self._check = lang == "cuda" and ret in ("int", "cudaError_t")
+        fn.restype = ctypes.c_int if ret in ("int", "cudaError_t") else None
         self.name = name
         self._kinds = []
         argtypes = []
@@ -149,7 +152,10 @@ class NativeFunction:
                 call.append(ctypes.c_void_p(v))
             else:
                 call.append(v.item() if isinstance(v, torch.Tensor) else v)
-        return self._fn(*call)
+        result = self._fn(*call)
+        if self._check and result:
+            raise RuntimeError(f"CUDA error {result} from {self.name}() (a kernel launch failed)")
+        return result
 
 
 class NativeLibrary:
@@ -160,8 +166,8 @@ class NativeLibrary:
         self.log = log
         self._cdll = ctypes.CDLL(str(path))
         self.functions = {}
-        for name, (_ret, args) in exports.items():
-            self.functions[name] = NativeFunction(getattr(self._cdll, name), name, args, lang)
+        for name, (ret, args) in exports.items():
+            self.functions[name] = NativeFunction(getattr(self._cdll, name), name, args, lang, ret)
 
     def __getattr__(self, name: str):
         try:

@@ -107,7 +107,8 @@ def static_delegations(source: str, reference_ops: set[str]) -> list[str]:
     found = []
     names = {o.lstrip("_") for o in reference_ops if o in HEAVY or o.lstrip("_") in HEAVY}
     for name in sorted(names):
-        py = re.compile(rf"(?:\btorch\.|\bF\.|\bnn\.functional\.|\btorch\.nn\.functional\.|\.)_?{name}\s*\(")
+        # tensor methods (x.softmax()) are left to the dynamic check: `_lib.softmax(` is the candidate's own
+        py = re.compile(rf"(?:\btorch\.|\bF\.|\bfunctional\.|\bspecial\.)_?{name}\s*\(")
         cpp = re.compile(rf"\b(?:torch|at)::(?:native::)?_?{name}\s*\(")
         if py.search(source) or cpp.search(source):
             found.append(name)

@@ -85,7 +85,11 @@ class WorkerPool:
         return _Proc(proc), conn, log_path
 
     def _serve(self, i: int) -> None:
-        worker = None
+        # start the worker now: importing torch takes seconds, better spent before the first task
+        try:
+            worker = self._spawn(i)
+        except Exception:
+            worker = None
         while True:
             item = self._tasks.get()
             if item is None:

@@ -41,36 +41,45 @@ def stats(samples: list[float]) -> TimingStats:
 
 
 class _CudaClock:
+    """CUDA events on the current stream, plus whatever other streams still run after it.
+
+    After the end event has completed, a device-wide synchronize returns at once unless work
+    launched on another stream is still running; that remainder is added to the run's time, so
+    hiding work on a side stream cannot make a candidate look faster.
+    """
+
     def __init__(self, device: str) -> None:
         props = torch.cuda.get_device_properties(torch.device(device))
         l2 = int(getattr(props, "L2_cache_size", 50 * 2**20)) or 50 * 2**20
         self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.float32, device=device)
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
-        self.gap_ms = self._sync_gap()
+        self.idle_sync_ms = self._idle_sync()
 
-    def _sync_gap(self) -> float:
-        gaps = []
+    @staticmethod
+    def _idle_sync() -> float:
+        costs = []
         for _ in range(20):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            self.start.record()
-            self.end.record()
             torch.cuda.synchronize()
-            gaps.append((time.perf_counter() - t0) * 1e3 - self.start.elapsed_time(self.end))
-        return max(0.0, statistics.median(gaps))
+            costs.append((time.perf_counter() - t0) * 1e3)
+        return min(costs)
 
     def run(self, fn: Callable[[], object]) -> tuple[object, float]:
         self.flush_buf.zero_()
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
         self.start.record()
         out = fn()
         self.end.record()
+        self.end.synchronize()
+        t0 = time.perf_counter()
         torch.cuda.synchronize()  # device-wide: waits for every stream
-        wall = (time.perf_counter() - t0) * 1e3
-        ev = self.start.elapsed_time(self.end)
-        return out, max(ev, wall - self.gap_ms)
+        extra = (time.perf_counter() - t0) * 1e3 - self.idle_sync_ms
+        ms = self.start.elapsed_time(self.end)
+        if extra > 0.02:  # other streams were still busy: count their remaining time
+            ms += extra
+        return out, ms
 
 
 class _CpuClock:

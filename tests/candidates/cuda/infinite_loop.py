@@ -1,0 +1,49 @@
+# expect: timeout -- a kernel that never ends
+import torch
+import torch.nn as nn
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void rms_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                           int64_t cols, float eps) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  float* yr = y + row * cols;
+  float acc = 0.f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float v = xr[c]; acc += v * v; }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);
+  __shared__ float sums[32];
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  if (lane == 0) sums[wid] = acc;
+  __syncthreads();
+  if (wid == 0) {
+    acc = lane < (int)(blockDim.x >> 5) ? sums[lane] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);
+    if (lane == 0) sums[0] = acc;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(sums[0] / cols + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { while (true) { __nanosleep(1000); } }
+}
+extern "C" int rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
+                        cudaStream_t stream) {
+  rms_kernel<<<(unsigned)rows, 256, 0, stream>>>(x, w, y, cols, eps);
+  return (int)cudaGetLastError();
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cuda")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        _lib.rms_norm(x, self.weight, out, x.shape[0], x.shape[1], self.eps)
+        return out
