@@ -188,28 +188,34 @@ def instrument_extensions(cache_dir: str) -> None:
     _instrument_triton()
 
 
+def _count_calls(cls, method: str) -> None:
+    orig = getattr(cls, method)
+
+    def counted(self, *a, **k):
+        _TRITON_CALLS[0] += 1
+        return orig(self, *a, **k)
+
+    setattr(cls, method, counted)
+
+
 def _instrument_triton() -> None:
+    """Count Triton launches: compiled (JITFunction), interpreted (TRITON_INTERPRET=1 on a CPU
+    machine) and TorchInductor-style (CachingAutotuner)."""
     try:
         import triton.runtime.jit as tjit
     except Exception:
         return
-    orig = tjit.JITFunction.run
+    _count_calls(tjit.JITFunction, "run")
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
 
-    def run(self, *a, **k):
-        _TRITON_CALLS[0] += 1
-        return orig(self, *a, **k)
-
-    tjit.JITFunction.run = run
+        _count_calls(InterpretedFunction, "run")
+    except Exception:
+        pass
     try:
         from torch._inductor.runtime import triton_heuristics as th
 
-        orig_at = th.CachingAutotuner.run
-
-        def at_run(self, *a, **k):
-            _TRITON_CALLS[0] += 1
-            return orig_at(self, *a, **k)
-
-        th.CachingAutotuner.run = at_run
+        _count_calls(th.CachingAutotuner, "run")
     except Exception:
         pass
 
