@@ -154,7 +154,9 @@ def instrument_extensions(cache_dir: str) -> None:
     ``lock`` file left by a killed build is removed under an flock that dies with its holder.
     """
     import hashlib
+    import inspect
     import os
+    from pathlib import Path
 
     from torch.utils import cpp_extension
 
@@ -174,8 +176,18 @@ def instrument_extensions(cache_dir: str) -> None:
         build_dir = os.path.join(cache_dir, new_name)
         kwargs["build_directory"] = build_dir
         kwargs.pop("verbose", None)
-        with _DirLock(__import__("pathlib").Path(build_dir)):
-            mod = orig_inline(new_name, cpp_sources, cuda_sources, *args, verbose=False, **kwargs)
+        if not cuda_sources and "use_pch" in inspect.signature(orig_inline).parameters:
+            # C++ only: precompile torch/extension.h once (torch keeps it beside the header); a
+            # machine-wide lock, since every build shares that one file
+            kwargs.setdefault("use_pch", True)
+        with _DirLock(Path(cache_dir) / "_pch"), _DirLock(Path(build_dir)):
+            try:
+                mod = orig_inline(new_name, cpp_sources, cuda_sources, *args, verbose=False, **kwargs)
+            except RuntimeError as err:
+                if "PreCompile Header" not in str(err):
+                    raise
+                kwargs["use_pch"] = False
+                mod = orig_inline(new_name, cpp_sources, cuda_sources, *args, verbose=False, **kwargs)
         return _CountingModule(mod)
 
     def load(name, sources, *args, **kwargs):
