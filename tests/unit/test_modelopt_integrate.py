@@ -1,0 +1,99 @@
+"""Integration: a real, hand-written native kernel patches the example model; guards fall back;
+a wrong kernel is caught before anything is reported. Real builds (cpp_extension), no mocks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from kforge_desktop.modelopt.integrate import ChosenKernel, integrate
+from kforge_desktop.modelopt.loader import load_model_file
+from kforge_desktop.modelopt.problems import write_problem
+from kforge_desktop.modelopt.profile import profile_model
+from kforge_desktop.modelopt.runtime import fingerprint
+from kforge_desktop.paths import RESOURCES
+
+RMS_KERNEL = (RESOURCES / "examples" / "kernels" / "llm_block_rms_norm.py").read_text()
+# the same kernel with a bug a model might write: the norm's weight is forgotten
+WRONG_KERNEL = RMS_KERNEL.replace("o[c] = xr[c] * inv * w[c];", "o[c] = xr[c] * inv;")
+
+
+@pytest.fixture(scope="module")
+def build_cache_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("builds")
+    old = os.environ.get("KFORGE_BUILD_CACHE")
+    os.environ["KFORGE_BUILD_CACHE"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("KFORGE_BUILD_CACHE", None)
+    else:
+        os.environ["KFORGE_BUILD_CACHE"] = old
+
+
+@pytest.fixture()
+def llm(tmp_path, build_cache_dir):
+    mf = load_model_file(RESOURCES / "examples" / "llm_block.py")
+    p = profile_model(mf.model, list(mf.inputs), name=mf.name, runs=1)
+    rms = next(t for t in p.profile.targets if t.kind == "rms_norm")
+    tp = write_problem(rms, p.analysis.cuts[rms.name], p.analysis.captures[rms.name], tmp_path, mf.name)
+    return mf, p, rms, tp
+
+
+def test_kernel_patches_the_model_and_outputs_match(llm):
+    mf, p, rms, tp = llm
+    with torch.no_grad():
+        before = mf.model(*mf.inputs)
+    chosen = {rms.name: ChosenKernel(rms.name, RMS_KERNEL, tp.signatures)}
+    integ = integrate(mf.model, p.analysis, chosen, list(mf.inputs), mf.make_inputs)
+    assert integ.ok and integ.kept == [rms.name] and not integ.dropped
+    assert [c.label for c in integ.checks] == ["example inputs", "fresh random inputs #1", "fresh random inputs #2"]
+    with torch.no_grad():
+        after = mf.model(*mf.inputs)
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    assert integ.handle.stats() == {rms.name: (2, 0)}  # both norms ran the kernel
+    # the user's object is patched, not replaced; its class and parameters are untouched
+    assert "forward" in mf.model.__dict__ and fingerprint(mf.model) == p.analysis.units[0].fingerprint
+    integ.handle.remove()
+    assert "forward" not in mf.model.__dict__
+
+
+def test_guard_falls_back_on_what_was_not_verified(llm):
+    mf, p, rms, tp = llm
+    integ = integrate(mf.model, p.analysis, {rms.name: ChosenKernel(rms.name, RMS_KERNEL, tp.signatures)},
+                      list(mf.inputs), fresh_sets=0)
+    h = integ.handle
+    cases = {
+        "unseen shape": torch.randn(1, 64, 256),
+        "other dtype": torch.randn(2, 128, 256, dtype=torch.float64),
+        "other layout": torch.randn(2, 256, 128).transpose(1, 2),
+    }
+    for label, x in cases.items():
+        model = mf.model.double() if x.dtype == torch.float64 else mf.model
+        with torch.no_grad():
+            with h.disabled():
+                ref = model(x)
+            h.reset_stats()
+            got = model(x)
+        assert h.stats()[rms.name] == (0, 2), label
+        torch.testing.assert_close(got, ref, msg=label)
+        mf.model.float()
+    # training or autograd: the original forward runs (the kernels have no backward)
+    h.reset_stats()
+    out = mf.model(*mf.inputs)  # grad enabled
+    assert out.requires_grad and h.stats()[rms.name] == (0, 0)
+    h.remove()
+
+
+def test_a_wrong_kernel_is_dropped_before_anything_is_reported(llm):
+    mf, p, rms, tp = llm
+    with torch.no_grad():
+        before = mf.model(*mf.inputs)
+    integ = integrate(mf.model, p.analysis, {rms.name: ChosenKernel(rms.name, WRONG_KERNEL, tp.signatures)},
+                      list(mf.inputs), mf.make_inputs)
+    assert integ.kept == [] and "differed from the original" in integ.dropped[rms.name]
+    assert integ.ok  # what remains (nothing) matches
+    with torch.no_grad():
+        torch.testing.assert_close(mf.model(*mf.inputs), before)
+    integ.handle.remove()
