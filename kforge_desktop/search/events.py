@@ -39,6 +39,7 @@ class NodeRecord:
     duplicate_of: int | None = None
     verdict: Verdict | None = None
     llm_call_id: int | None = None
+    note: str = ""  # why there is no code, the exemplar a seed came from, a user's note on a hand edit
 
     @property
     def speedup(self) -> float | None:

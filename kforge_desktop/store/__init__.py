@@ -1,1 +1,21 @@
-"""store"""
+"""The session store: one SQLite file per session, the single source of truth of a search.
+
+    from kforge_desktop.store import SessionStore
+    store = SessionStore(path)              # creates the file if needed
+    store = SessionStore.open(path)         # an existing session only
+    nodes = store.nodes(problem_id)         # list[search.events.NodeRecord]
+"""
+
+from .records import EventRecord, LLMCallRecord, ProblemRecord, Productivity, SearchState, TimeSplit
+from .session import SessionStore, StoreError
+
+__all__ = [
+    "EventRecord",
+    "LLMCallRecord",
+    "ProblemRecord",
+    "Productivity",
+    "SearchState",
+    "SessionStore",
+    "StoreError",
+    "TimeSplit",
+]

@@ -1,0 +1,517 @@
+"""``kforge optimize | resume | show | sample``: the search, headless.
+
+``optimize`` runs a search on a KernelBench problem (or hands a model file, one that defines
+``get_model()``, to the whole-model flow), drawing a one-line progress bar from the engine's
+events and ending with a table of the best candidates; ``--json`` prints the best verdict and the
+session path instead. ``resume`` continues a session, ``show`` prints its tree and best path,
+``sample`` writes N candidates straight from the model without evaluating them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .errors import UserError
+
+SESSION_SUFFIX = ".kforge"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("optimize", help="search for faster kernels for a problem (or a whole model) file",
+                       description="Search for faster kernels: a local LLM writes candidates, MCTS explores, "
+                                   "every candidate is built, verified and timed in an isolated worker.")
+    p.add_argument("problem", help="a KernelBench problem file (Model, get_inputs, get_init_inputs) or a model "
+                                   "file that defines get_model()")
+    _llm_args(p)
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available, else cpu)")
+    p.add_argument("--budget", type=int, default=12, help="candidates to evaluate (default 12)")
+    p.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
+    p.add_argument("--strategy", choices=("mcts", "greedy", "best-of-n"), default="mcts")
+    p.add_argument("--session", default=None, help="session file to create (default: in the sessions folder)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--language", choices=("cpp", "cuda", "triton"), default=None,
+                   help="kernel language (default: cuda on a GPU, cpp on the CPU)")
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--max-tokens", type=int, default=1024, help="longest answer per LLM call")
+    p.add_argument("--repair-rounds", type=int, default=1, help="follow-up calls that repair a failed candidate")
+    p.add_argument("--no-scaffold", action="store_true", help="let the model write the whole ModelNew module")
+    p.add_argument("--no-exemplars", action="store_true", help="no exemplar kernels in prompts")
+    p.add_argument("--no-seeds", action="store_true", help="do not place exemplar kernels in the tree as seeds")
+    p.add_argument("--workers", type=int, default=None, help="evaluation worker processes")
+    p.add_argument("--json", action="store_true", help="print the best verdict and the session path as JSON")
+    p.set_defaults(func=cmd_optimize)
+
+    r = sub.add_parser("resume", help="continue a saved search session")
+    r.add_argument("session", help="a .kforge session file")
+    _llm_args(r)
+    r.add_argument("--problem", type=int, default=None, help="problem id in the session (default: the first "
+                                                              "whose search has not finished)")
+    r.add_argument("--budget", type=int, default=None, help="new candidate budget (total for the problem)")
+    r.add_argument("--minutes", type=float, default=None, help="new time budget (total)")
+    r.add_argument("--workers", type=int, default=None)
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_resume)
+
+    s = sub.add_parser("show", help="print a session's search tree and best path")
+    s.add_argument("session", help="a .kforge session file")
+    s.add_argument("--problem", type=int, default=None)
+    s.add_argument("--json", action="store_true", help="nodes as JSON lines")
+    s.set_defaults(func=cmd_show)
+
+    m = sub.add_parser("sample", help="write N candidates from the model without evaluating them")
+    m.add_argument("problem", help="a KernelBench problem file")
+    m.add_argument("--n", type=int, default=4, help="how many candidates")
+    m.add_argument("--out", required=True, help="folder to write candidate_NNN.py files into")
+    m.add_argument("--target", choices=("cpp", "cuda", "triton"), default="cpp")
+    _llm_args(m)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--temperature", type=float, default=0.7)
+    m.add_argument("--max-tokens", type=int, default=1024)
+    m.add_argument("--no-scaffold", action="store_true")
+    m.add_argument("--no-exemplars", action="store_true")
+    m.set_defaults(func=cmd_sample)
+
+
+def _llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", default=None, metavar="PATH", help="a GGUF model file (default: $KFORGE_MODEL, "
+                                                               "else the default model)")
+    p.add_argument("--server", default=None, metavar="URL", help="an OpenAI-compatible server on this machine "
+                                                                 "(llama-server, vLLM, Ollama, SGLang)")
+    p.add_argument("--server-model", default=None, help="model name on the server")
+    p.add_argument("--n-ctx", type=int, default=None, help="context size for a GGUF")
+
+
+# -- opening things, errors as one sentence -----------------------------------------------------------
+
+
+def _device(requested: str | None) -> str:
+    import torch
+
+    if requested is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for but torch sees no CUDA device here; use --device cpu.")
+    if requested not in ("cpu",) and not requested.startswith("cuda"):
+        raise UserError(f"unknown device {requested!r}; use cpu or cuda.")
+    return requested
+
+
+def _generator(args):
+    from ..llm import ModelNotFound, open_generator
+    from ..llm.generator import GenerationError
+
+    kwargs = {"n_ctx": args.n_ctx} if getattr(args, "n_ctx", None) and not args.server else {}
+    try:
+        return open_generator(args.llm, args.server, args.server_model, **kwargs)
+    except (ModelNotFound, GenerationError) as err:
+        raise UserError(str(err)) from None
+    except ValueError as err:  # e.g. a non-loopback server URL
+        raise UserError(str(err)) from None
+
+
+def _problem(path: str):
+    from ..problem.problem import ProblemError, load_problem
+
+    try:
+        return load_problem(path)
+    except ProblemError as err:
+        raise UserError(str(err)) from None
+
+
+def _open_session(path: str):
+    from ..store import SessionStore, StoreError
+
+    try:
+        return SessionStore.open(path)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+
+
+def _default_session(name: str) -> Path:
+    from ..paths import sessions_dir
+
+    return sessions_dir() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}{SESSION_SUFFIX}"
+
+
+# -- progress ------------------------------------------------------------------------------------------
+
+
+class ProgressLine:
+    """One self-rewriting line on stderr: candidates, best speedup, tokens/s, phase; logs above it."""
+
+    def __init__(self, quiet: bool = False, stream=None) -> None:
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last = ""
+        self._lock = threading.Lock()
+
+    def __call__(self, event) -> None:
+        from ..search import events as ev
+
+        if self.quiet:
+            return
+        with self._lock:
+            if isinstance(event, ev.Progress):
+                bar = self._bar(event.done, event.budget)
+                best = f"{event.best_speedup:.2f}x" if event.best_speedup else "-"
+                tps = f"{event.tokens_per_s:.1f} tok/s" if event.tokens_per_s else "- tok/s"
+                line = (f"{bar} {event.done}/{event.budget or '∞'} candidates | best {best} | {tps} | "
+                        f"{event.phase or 'idle'} | {event.elapsed_s:.0f}s")
+                self._draw(line)
+            elif isinstance(event, ev.Log) and event.level in ("warning", "error", "info"):
+                if event.message.startswith("asking the model"):
+                    return
+                self._print(f"[{event.level}] {event.message}")
+
+    @staticmethod
+    def _bar(done: int, budget: int, width: int = 20) -> str:
+        if not budget:
+            return "[" + "." * width + "]"
+        k = min(width, int(width * done / budget))
+        return "[" + "#" * k + "." * (width - k) + "]"
+
+    def _draw(self, line: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line[:160])
+        elif line.split("|")[0] != self._last.split("|")[0]:
+            self.stream.write(line + "\n")
+        self._last = line
+        self.stream.flush()
+
+    def _print(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text + "\n" + self._last[:160])
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and not self.quiet:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _run_engine(engine, progress: ProgressLine):
+    """Run in a worker thread so Ctrl-C stops the search cleanly (the session stays resumable)."""
+    engine.subscribe(progress)
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(engine.run()), daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        progress._print("stopping: finishing the current step (Ctrl-C again to abandon it)")
+        engine.stop()
+        try:
+            while thread.is_alive():
+                thread.join(0.2)
+        except KeyboardInterrupt:
+            pass
+    progress.close()
+    return result[0] if result else None
+
+
+# -- commands ------------------------------------------------------------------------------------------
+
+
+def cmd_optimize(args) -> int:
+    from ..search.config import SearchConfig
+
+    path = Path(args.problem)
+    if not path.exists():
+        raise UserError(f"Problem file {path} does not exist.")
+    device = _device(args.device)
+    if args.budget is not None and args.budget < 0:
+        raise UserError("--budget must be zero or more.")
+    config = SearchConfig(
+        strategy=args.strategy, budget_candidates=args.budget, budget_minutes=args.minutes, seed=args.seed,
+        device=device, language=args.language or "", temperature=args.temperature, max_tokens=args.max_tokens,
+        repair_rounds=args.repair_rounds, scaffold=not args.no_scaffold, exemplars=not args.no_exemplars,
+        seeds=not args.no_seeds,
+    )
+    if _is_model_file(path):
+        return _optimize_model(path, config, args)
+    problem = _problem(str(path))
+    session_path = Path(args.session) if args.session else _default_session(problem.name)
+    if session_path.exists():
+        raise UserError(f"Session file {session_path} already exists; use `kforge resume {session_path}` to "
+                        "continue it, or pick another --session.")
+    from ..search.engine import create_session
+    from ..store import SessionStore
+
+    generator = _generator(args)
+    store = SessionStore(session_path)
+    try:
+        problem_id = create_session(store, problem, config)
+        if not args.json:
+            print(f"session: {session_path}", file=sys.stderr)
+        return _search(store, problem_id, generator, config, args)
+    finally:
+        store.close()
+        generator.close()
+
+
+def _is_model_file(path: Path) -> bool:
+    try:
+        from ..modelopt.loader import is_model_file
+    except ImportError:
+        return False
+    return is_model_file(path)
+
+
+def _optimize_model(path: Path, config, args) -> int:
+    from ..modelopt.optimize import optimize_model
+
+    progress = ProgressLine(quiet=args.json)
+    try:
+        result = optimize_model(path, config, session_path=args.session, llm=args.llm, server=args.server,
+                                listener=progress)
+    except Exception as err:
+        name = type(err).__name__
+        if name.endswith(("Error", "NotFound")) and len(str(err)) < 400 and not args.debug:
+            raise UserError(str(err)) from None
+        raise
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(_model_summary(result))
+    return 0
+
+
+def _model_summary(result) -> str:
+    """A short table of the whole-model run (the model flow's own report has the details)."""
+    try:
+        from ..modelopt.report import format_result  # the model flow's formatter, where it has one
+
+        return format_result(result)
+    except ImportError:
+        pass
+    lines = [f"session: {result.session_path}", f"{'target':<40} {'share':>6} {'budget':>6} {'best':>7}  used"]
+    for o in result.outcomes:
+        best = f"{o.best_speedup:.2f}x" if o.best_speedup else "-"
+        lines.append(f"{o.target[:40]:<40} {100 * o.share:>5.1f}% {o.budget:>6} {best:>7}  "
+                     f"{'yes' if o.used else 'no: ' + (o.why_not or '-')}")
+    return "\n".join(lines)
+
+
+def _search(store, problem_id: int, generator, config, args) -> int:
+    from ..kernels.evaluator import Evaluator
+    from ..search.engine import SearchEngine
+
+    progress = ProgressLine(quiet=args.json)
+    with Evaluator(device=config.device, workers=args.workers) as evaluator:
+        engine = SearchEngine(store, problem_id, generator, evaluator, config)
+        finished = _run_engine(engine, progress)
+    reason = finished.reason if finished else "stopped"
+    if args.json:
+        print(json.dumps(_summary_json(store, problem_id, reason), indent=2))
+    else:
+        print(_summary_table(store, problem_id, reason))
+    return 0
+
+
+def cmd_resume(args) -> int:
+    import dataclasses
+
+    from ..search.config import SearchConfig
+
+    store = _open_session(args.session)
+    try:
+        problems = store.problems()
+        if not problems:
+            raise UserError(f"{args.session} holds no problem to search.")
+        if args.problem is not None:
+            if args.problem not in {p.id for p in problems}:
+                raise UserError(f"{args.session} has no problem {args.problem}; `kforge show` lists them.")
+            problem_id = args.problem
+        else:
+            unfinished = [p.id for p in problems if (store.search_state(p.id) or _NoState).status != "finished"]
+            problem_id = unfinished[0] if unfinished else problems[0].id
+        state = store.search_state(problem_id)
+        config = SearchConfig.from_dict(state.config if state else {})
+        config = dataclasses.replace(
+            config,
+            budget_candidates=args.budget if args.budget is not None else config.budget_candidates,
+            budget_minutes=args.minutes if args.minutes is not None else config.budget_minutes,
+        )
+        _device(config.device)
+        done = store.candidates_done(problem_id)
+        pending = len(store.pending_nodes(problem_id))
+        if not args.json:
+            print(f"resuming {store.problem(problem_id).name}: {done} candidates done, {pending} waiting, budget "
+                  f"{config.budget_candidates}", file=sys.stderr)
+        generator = _generator(args)
+        try:
+            return _search(store, problem_id, generator, config, args)
+        finally:
+            generator.close()
+    finally:
+        store.close()
+
+
+class _NoState:
+    status = "new"
+
+
+def cmd_show(args) -> int:
+    store = _open_session(args.session)
+    try:
+        problems = store.problems()
+        if args.problem is not None:
+            problems = [p for p in problems if p.id == args.problem]
+            if not problems:
+                raise UserError(f"{args.session} has no problem {args.problem}.")
+        for p in problems:
+            if args.json:
+                for n in store.nodes(p.id, with_source=False):
+                    print(json.dumps({"problem": p.id, "id": n.id, "parent": n.parent_id, "origin": n.origin,
+                                      "kind": n.kind, "state": n.state, "status": n.status,
+                                      "directive": n.directive, "speedup": n.speedup, "visits": n.visits,
+                                      "value": round(n.value, 4), "pinned": n.pinned, "excluded": n.excluded}))
+                continue
+            print(render_tree(store, p.id))
+            print()
+        env = store.environment()
+        if env and not args.json:
+            print(f"measured on: {env.get('device_name', '?')} ({env.get('arch', '?')}), torch {env.get('torch', '?')}"
+                  + (f", CUDA {env['cuda']}" if env.get("cuda") else ""))
+    finally:
+        store.close()
+    return 0
+
+
+def render_tree(store, problem_id: int) -> str:
+    """The tree as indented text: status, speedup, kind and directive per node; the best path and the
+    pin marked; then the productivity of the model on this problem."""
+    from ..search.tree import Tree
+
+    rec = store.problem(problem_id)
+    tree = Tree(store.nodes(problem_id, with_source=False))
+    best_path = set(store.best_path(problem_id))
+    lines = [f"problem {problem_id}: {rec.name} ({rec.device}, {rec.language})"]
+    if tree.root_id is None:
+        return lines[0] + "\n  (empty)"
+
+    def label(n) -> str:
+        if n.origin == "root":
+            return "reference (PyTorch eager)"
+        sp = f" {n.speedup:.2f}x" if n.speedup is not None else ""
+        marks = ("*" if n.id in best_path else "") + (" [pinned]" if n.pinned else "") + (
+            " [excluded]" if n.excluded else "")
+        dup = f" of #{n.duplicate_of}" if n.duplicate_of else ""
+        return f"#{n.id} {n.status}{dup}{sp} {n.kind}:{n.directive or '-'} ({n.origin}){marks}"
+
+    def walk(node_id: int, prefix: str, last: bool, top: bool) -> None:
+        n = tree.node(node_id)
+        branch = "" if top else ("└─ " if last else "├─ ")
+        lines.append(f"  {prefix}{branch}{label(n)}")
+        kids = tree.children(node_id, counted=False)
+        for i, k in enumerate(kids):
+            walk(k.id, prefix + ("" if top else ("   " if last else "│  ")), i == len(kids) - 1, False)
+
+    walk(tree.root_id, "", True, True)
+    path = store.best_path(problem_id)
+    chosen = store.chosen_node(problem_id)
+    if chosen:
+        lines.append(f"best path: {' -> '.join('#' + str(i) for i in path)}  ({chosen.verdict.summary() if chosen.verdict else ''})")
+    else:
+        lines.append("best path: none (no correct candidate yet)")
+    prod = store.productivity(problem_id)
+    lines.append(f"model productivity: {prod.summary()}")
+    if prod.suggestion:
+        lines.append(f"hint: {prod.suggestion}")
+    return "\n".join(lines)
+
+
+def _best_rows(store, problem_id: int, limit: int = 5):
+    nodes = [n for n in store.nodes(problem_id, with_source=False) if n.speedup is not None]
+    nodes.sort(key=lambda n: (-n.speedup, n.id))
+    return nodes[:limit]
+
+
+def _summary_table(store, problem_id: int, reason: str) -> str:
+    rows = _best_rows(store, problem_id)
+    split = store.time_split(problem_id)
+    prod = store.productivity(problem_id)
+    out = [f"search finished ({reason}); session: {store.path}"]
+    if rows:
+        out.append(f"{'node':>6}  {'origin':<6} {'kind':<7} {'speedup':>8} {'vs compile':>10} {'latency ms':>11}  directive")
+        for n in rows:
+            v = n.verdict
+            comp = f"{v.speedup_compile:.2f}x" if v.speedup_compile else "-"
+            sig = "" if v.significant else " ~"
+            out.append(f"{'#' + str(n.id):>6}  {n.origin:<6} {n.kind:<7} {v.speedup:>7.2f}x{sig:<1} {comp:>10} "
+                       f"{(v.latency_ms or 0):>11.4f}  {n.directive}")
+        out.append("(~ = within the measurement noise)")
+    else:
+        out.append("no correct candidate was found.")
+    chosen = store.chosen_node(problem_id)
+    if chosen:
+        out.append(f"chosen: node #{chosen.id}{' (pinned)' if chosen.pinned else ''}")
+    out.append(f"model: {prod.summary()}")
+    if prod.suggestion:
+        out.append(f"hint: {prod.suggestion}")
+    if split.llm_calls:
+        tps = f"{split.tokens_per_s:.1f}" if split.tokens_per_s else "-"
+        out.append(f"time: LLM {split.llm_s:.0f}s ({tps} tok/s), build {split.build_s:.0f}s, verify "
+                   f"{split.verify_s:.0f}s, timing {split.time_s:.0f}s")
+    return "\n".join(out)
+
+
+def _summary_json(store, problem_id: int, reason: str) -> dict:
+    chosen = store.chosen_node(problem_id)
+    prod = store.productivity(problem_id)
+    return {
+        "session": str(store.path),
+        "problem": store.problem(problem_id).name,
+        "reason": reason,
+        "best_node": chosen.id if chosen else None,
+        "pinned": bool(chosen and chosen.pinned),
+        "verdict": chosen.verdict.to_dict() if chosen and chosen.verdict else None,
+        "candidates": store.candidates_done(problem_id),
+        "productivity": {"candidates": prod.candidates, "built": prod.built, "correct": prod.correct,
+                         "self_made": prod.self_made, "no_code": prod.no_code, "duplicates": prod.duplicates,
+                         "suggestion": prod.suggestion},
+    }
+
+
+def cmd_sample(args) -> int:
+    from ..search.sampling import sample_candidates
+
+    if args.n < 1:
+        raise UserError("--n must be at least 1.")
+    problem = _problem(args.problem)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create {out}: {err}.") from None
+    generator = _generator(args)
+    written = 0
+    try:
+        for i, sample in enumerate(sample_candidates(problem, generator, args.n, target=args.target, seed=args.seed,
+                                                     temperature=args.temperature, max_tokens=args.max_tokens,
+                                                     scaffold=not args.no_scaffold,
+                                                     exemplars=not args.no_exemplars)):
+            if sample.source:
+                (out / f"candidate_{i:03d}.py").write_text(sample.source)
+                written += 1
+                what = f"candidate_{i:03d}.py"
+            else:
+                (out / f"candidate_{i:03d}.answer.txt").write_text(sample.answer)
+                what = f"no usable code ({sample.problem}); answer kept in candidate_{i:03d}.answer.txt"
+            print(f"[{i + 1}/{args.n}] {what} ({sample.completion_tokens} tokens, {sample.seconds:.1f}s)",
+                  file=sys.stderr)
+    finally:
+        generator.close()
+    print(f"wrote {written} of {args.n} candidates to {out}; evaluate them with `kforge eval {args.problem} {out}/`")
+    return 0

@@ -1,0 +1,1 @@
+"""The panels of the main window, one folder each: widget, item model, actions."""

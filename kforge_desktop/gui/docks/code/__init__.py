@@ -1,0 +1,1 @@
+"""Code and diff dock."""

@@ -1,0 +1,1 @@
+"""Speedup plot dock."""

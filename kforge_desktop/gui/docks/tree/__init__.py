@@ -1,0 +1,1 @@
+"""Search tree dock: tidy layout, batched drawing, node actions."""

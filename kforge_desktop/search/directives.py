@@ -1,0 +1,122 @@
+"""Optimization directives: the one named change an expansion asks the model for.
+
+Why named directives: a small model keeps a working kernel working when asked for one concrete
+change far more often than when asked to "make it faster"; naming the change also lets the tree
+remember what was already tried from a node and failed, so it is not asked for again.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Directive:
+    key: str
+    text: str  # the instruction as the prompt states it
+
+
+# the first expansion from the root: correctness first
+CORRECT_FIRST = {
+    "cpp": Directive("straightforward", "Write a straightforward, correct kernel first: plain loops over rows, "
+                     "float accumulators, `#pragma omp parallel for` over the independent rows."),
+    "cuda": Directive("straightforward", "Write a straightforward, correct kernel first: one thread block per "
+                      "row (or a grid-stride loop for elementwise work), reductions through shared memory."),
+    "triton": Directive("straightforward", "Write a straightforward, correct Triton kernel first: one program "
+                        "per row, BLOCK_SIZE the next power of two of the row length."),
+}
+
+DIRECTIVES: dict[str, tuple[Directive, ...]] = {
+    "cpp": (
+        Directive("openmp_rows", "Parallelize the loop over independent rows (or groups) with "
+                  "`#pragma omp parallel for schedule(static)`."),
+        Directive("simd_inner", "Make the inner loops SIMD-friendly: `#pragma omp simd` (with `reduction(+ : s)` "
+                  "for sums), no branches or function calls inside, contiguous access."),
+        Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
+                  "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
+                  "in the next."),
+        Directive("hoist_invariants", "Hoist loop invariants: precompute reciprocals (multiply instead of "
+                  "divide), row pointers and constants outside the inner loops; mark pointers `__restrict__`."),
+        Directive("unroll_accumulators", "Unroll the reduction loop by 4 with four independent accumulators, "
+                  "combined at the end (shorter dependency chains)."),
+        Directive("cache_blocking", "Block the work so each chunk of data is reused while it is in L1/L2 cache "
+                  "(process a few rows or a tile at a time)."),
+        Directive("fuse_epilogue", "Fuse the whole chain into the kernel's final loop: apply the scale, bias "
+                  "and activation while writing the output, without an extra pass over memory."),
+        Directive("float_math", "Use single-precision math functions and constants everywhere (`expf`, "
+                  "`tanhf`, `sqrtf`, `1.0f`), no doubles in the inner loop."),
+    ),
+    "cuda": (
+        Directive("vectorized_loads", "Use vectorized memory access: load and store `float4` when the row "
+                  "length is a multiple of 4 (keep a scalar tail)."),
+        Directive("warp_reductions", "Do the reductions with warp shuffles (`__shfl_xor_sync`) and one shared "
+                  "value per warp, instead of a shared-memory tree."),
+        Directive("shared_tiling", "Stage the row (or tile) in shared memory once and reuse it for every pass, "
+                  "instead of reading global memory several times."),
+        Directive("fusion", "Fuse the whole chain into one kernel launch: no intermediate tensors in global "
+                  "memory."),
+        Directive("online_softmax", "Use an online (single-pass) max-and-sum: keep a running max and rescale "
+                  "the running sum when the max changes."),
+        Directive("launch_shape", "Tune the launch shape for occupancy: pick the block size from the row "
+                  "length, several rows per block when rows are short, enough blocks to fill every SM."),
+        Directive("grid_stride", "Use a grid-stride loop with a grid sized to the SM count times a small "
+                  "factor, instead of one thread per element."),
+        Directive("fast_math", "Use fast intrinsics where accuracy allows (`__expf`, `rsqrtf`, `__fdividef`) "
+                  "and precompute reciprocals."),
+    ),
+    "triton": (
+        Directive("block_size", "Tune BLOCK_SIZE and num_warps for the row length."),
+        Directive("fusion", "Fuse the whole chain into one Triton kernel."),
+        Directive("online_softmax", "Use an online (single-pass) max-and-sum over the row."),
+        Directive("rows_per_program", "Process several short rows per program to keep the GPU busy."),
+    ),
+}
+
+
+def directive_by_key(language: str, key: str) -> Directive | None:
+    first = CORRECT_FIRST.get(language)
+    if first and first.key == key:
+        return first
+    return next((d for d in DIRECTIVES.get(language, ()) if d.key == key), None)
+
+
+def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False) -> Directive:
+    """The next directive for a node, given what was tried from it (key -> outcome: ok | failed | pending).
+
+    Order: the correctness-first directive for a node's very first expansion when ``first``; then
+    directives never tried from this node (in a seeded random order); then ones that worked before
+    (worth refining again); failed ones only when nothing else is left."""
+    tried = {k.split("@")[0]: v for k, v in tried.items()}
+    if first and language in CORRECT_FIRST and CORRECT_FIRST[language].key not in tried:
+        return CORRECT_FIRST[language]
+    pool = list(DIRECTIVES.get(language, DIRECTIVES["cpp"]))
+    rng.shuffle(pool)
+    untried = [d for d in pool if d.key not in tried]
+    if untried:
+        return untried[0]
+    worked = [d for d in pool if tried.get(d.key) == "ok"]
+    if worked:
+        return worked[0]
+    return pool[0]
+
+
+# which function of a kernel a directive changes: structural ones the entry point, loop-level ones a
+# helper (a small function is what a small model rewrites without breaking it)
+ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "fuse_epilogue", "straightforward"}
+REDUCTION_DIRECTIVES = {"unroll_accumulators"}
+
+
+def edit_target(functions: list[tuple[str, str]], key: str, entry: str, rng: random.Random) -> str:
+    """The function an edit with directive ``key`` should rewrite, from (name, text) pairs."""
+    names = [n for n, _ in functions]
+    if entry not in names or key in ENTRY_DIRECTIVES:
+        return entry
+    helpers = [(n, t) for n, t in functions if n != entry]
+    if key in REDUCTION_DIRECTIVES:
+        helpers = [(n, t) for n, t in helpers if "reduction" in t or "+=" in t]
+    else:
+        helpers = [(n, t) for n, t in helpers if "for" in t]
+    if not helpers:
+        return entry
+    return rng.choice(sorted(n for n, _ in helpers))

@@ -1,0 +1,777 @@
+"""``SearchEngine``: the loop that asks the LLM, evaluates, backpropagates and saves every step.
+
+A plain Python object (no Qt): views subscribe to the events of ``search.events`` and post the
+commands from there (pause, resume, stop, pin, unpin, exclude, add child, expand from, set budget)
+from any thread; ``run()`` blocks in the thread that drives the search.
+
+Why it is shaped like this:
+- The store is the only state. Every iteration re-reads the tree, so a resumed session, a pin made
+  from the GUI, or a hand-edited child all look the same to the loop. A generated node is stored
+  together with its LLM call; a verdict together with the node's new state; after ``kill -9``
+  nodes caught mid-evaluation go back to pending and are evaluated again (nothing lost, nothing
+  duplicated); an answer still being generated is simply asked for again.
+- Scheduling: llama.cpp and a g++ build on the same few cores starve each other (measured: zero
+  tokens in 4.5 CPU-minutes beside a build on 2 cores), so on machines with 4 cores or fewer the
+  engine alternates generation and evaluation; on bigger machines it generates while candidates
+  are evaluated.
+- Determinism: directive choices and LLM sampling seeds derive from the session seed and the
+  node/call counts, so a search with a temperature-0 model (or a fixed seed) replays exactly.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import queue
+import random
+import re
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..kernels.verdict import Verdict
+from ..llm import prompts
+from ..problem.problem import Problem
+from ..store import SearchState, SessionStore
+from . import events as ev
+from .config import SearchConfig
+from .directives import CORRECT_FIRST, choose_directive, directive_by_key, edit_target
+from .exemplars import best_exemplar, seed_exemplars
+from .scaffold import (
+    FUNCTION,
+    PRELUDE,
+    Scaffold,
+    ScaffoldError,
+    autofix,
+    build_scaffold,
+    clean_kernel,
+    kernel_from_answer,
+    kernel_of_module,
+    merge_functions,
+    prune_unreachable,
+    split_items,
+)
+from .strategies import MCTSParams, pending_repair, select
+from .tree import Tree, backprop, reward
+
+Listener = Callable[[ev.Event], None]
+
+
+@dataclass(frozen=True)
+class Expansion:
+    parent_id: int
+    kind: str  # whole | edit | repair | module
+    directive: str  # directive key ("key@function" when an edit targets one helper function)
+    directive_text: str
+    target: str = ""  # edit: the function to rewrite
+
+
+def few_cores() -> bool:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return n <= 4
+
+
+def device_lines(device: str) -> str:
+    try:
+        from ..hardware import device_facts
+
+        return device_facts(device).prompt_lines()
+    except Exception:  # facts are a nicety in a prompt, never a reason to fail
+        return ""
+
+
+def environment_record(device: str) -> dict:
+    try:
+        from ..hardware import software_record
+
+        return software_record(device)
+    except Exception as err:
+        return {"device": device, "error": str(err)}
+
+
+def environment_differences(saved: dict, current: dict) -> list[str]:
+    """What differs between the machine a session was measured on and this one (device, driver,
+    CUDA, torch), as short phrases; empty when the verdicts still describe this machine."""
+    out = []
+    for key, label in (("device_name", "device"), ("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"),
+                       ("arch", "architecture")):
+        a, b = saved.get(key), current.get(key)
+        if a and b and a != b:
+            out.append(f"{label} {a} -> {b}")
+    return out
+
+
+def create_session(store: SessionStore, problem: Problem, config: SearchConfig, info: dict | None = None) -> int:
+    """Add a problem to the session with its root node, its seed nodes and the search state.
+
+    Seeds (exemplars whose signature fits this problem exactly) are pending nodes of origin
+    ``seed``; the engine evaluates them first. Returns the problem id."""
+    language = config.kernel_language
+    problem_id = store.add_problem(problem, device=config.device, language=language, info=info or {})
+    if not store.environment():
+        store.set_environment(environment_record(config.device))
+    with store.transaction():
+        store.add_node(problem_id, None, "root", "root", "python", source=problem.source, state="evaluated",
+                       note="the reference (PyTorch eager)")
+        scaffold = _try_scaffold(problem, language) if config.scaffold or config.seeds else None
+        root_id = store.root(problem_id).id
+        if scaffold is not None and config.seeds:
+            from ..llm.extract import normalize_code
+
+            for exemplar, code in seed_exemplars(scaffold, problem.source):
+                store.add_node(
+                    problem_id, root_id, "seed", "seed", language, source=scaffold.module_source(code),
+                    kernel_source=code, directive=f"exemplar:{exemplar.name}",
+                    norm_code=normalize_code(code, language), note=f"exemplar {exemplar.name}: {exemplar.about}",
+                )
+        store.save_search_state(SearchState(
+            problem_id=problem_id, strategy=config.strategy, budget_candidates=config.budget_candidates,
+            budget_minutes=config.budget_minutes, seed=config.seed, rng_state={"llm_calls": 0},
+            config=config.to_dict(), status="new",
+        ))
+        store.log_event(problem_id, "created", f"search of {problem.name} created ({config.strategy}, "
+                        f"{language}, budget {config.budget_candidates} candidates)")
+    return problem_id
+
+
+def _try_scaffold(problem: Problem, language: str) -> Scaffold | None:
+    if language not in ("cpp", "cuda"):
+        return None
+    try:
+        return build_scaffold(problem, language)
+    except (ScaffoldError, Exception):  # an odd problem: fall back to whole-module prompts
+        return None
+
+
+class SearchEngine:
+    """Runs one problem's search in a session. ``run()`` blocks; commands may come from any thread."""
+
+    def __init__(self, store: SessionStore, problem_id: int, generator, evaluator,
+                 config: SearchConfig | None = None) -> None:
+        self.store = store
+        self.problem_id = problem_id
+        self.generator = generator
+        self.evaluator = evaluator
+        state = store.search_state(problem_id)
+        if config is None:
+            config = SearchConfig.from_dict(state.config) if state else SearchConfig()
+        self.config = config
+        self._rng_state = dict(state.rng_state or {}) if state and isinstance(state.rng_state, dict) else {}
+        self._elapsed0 = state.elapsed_s if state else 0.0
+        self.record = store.problem(problem_id)
+        self.problem = self.record.to_problem()
+        self.language = self.record.language or config.kernel_language
+        self._listeners: list[Listener] = []
+        self._commands: queue.Queue = queue.Queue()
+        self._cancel = threading.Event()
+        self._stop = False
+        self._paused = False
+        self._focus = True
+        self._forced: list[int] = []
+        self._inflight: dict[cf.Future, int] = {}
+        self._scaffold: Scaffold | None = None
+        self._scaffold_done = False
+        self._started = time.monotonic()
+        self._tokens_per_s: float | None = None
+        self._phase = "idle"
+        self._gen_failures = 0
+        self._warned_productivity = False
+        self._thread: threading.Thread | None = None
+        self.overlap = config.overlap if config.overlap is not None else not few_cores()
+
+    # -- listeners and commands -----------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` (from the engine's thread) for every event; returns an unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def post(self, command: ev.Command) -> None:
+        """Queue a command (thread-safe); Stop also cancels a generation in progress."""
+        if isinstance(command, ev.Stop):
+            self._cancel.set()
+        self._commands.put(command)
+
+    def stop(self) -> None:
+        self.post(ev.Stop())
+
+    def start(self) -> threading.Thread:
+        """Run in a daemon thread (the CLI and tests; the GUI uses its own QThread)."""
+        self._thread = threading.Thread(target=self.run, name=f"kforge-search-{self.problem_id}", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def _emit(self, event: ev.Event) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(event)
+            except Exception:  # a broken view must not kill the search
+                traceback.print_exc()
+
+    def _log(self, message: str, level: str = "info", detail: str = "", persist: bool = True) -> None:
+        if persist:
+            self.store.log_event(self.problem_id, "log", message, level, {"detail": detail} if detail else None)
+        self._emit(ev.Log(level, message, detail))
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    @property
+    def elapsed_s(self) -> float:
+        return self._elapsed0 + (time.monotonic() - self._started)
+
+    def _tree(self) -> Tree:
+        return Tree(self.store.nodes(self.problem_id, with_source=False))
+
+    def _save_state(self, status: str) -> None:
+        c = self.config
+        self.store.save_search_state(SearchState(
+            problem_id=self.problem_id, strategy=c.strategy, budget_candidates=c.budget_candidates,
+            budget_minutes=c.budget_minutes, seed=c.seed, rng_state=self._rng_state, config=c.to_dict(),
+            status=status, elapsed_s=self.elapsed_s,
+        ))
+
+    def scaffold(self) -> Scaffold | None:
+        if not self._scaffold_done:
+            self._scaffold_done = True
+            if self.config.scaffold:
+                self._scaffold = _try_scaffold(self.problem, self.language)
+                if self._scaffold is None and self.language in ("cpp", "cuda"):
+                    self._log("this problem could not be scaffolded; the model writes whole ModelNew modules",
+                              "warning")
+        return self._scaffold
+
+    def _progress(self) -> ev.Progress:
+        best = self.store.best_node(self.problem_id)
+        return ev.Progress(
+            problem_id=self.problem_id, done=self.store.candidates_done(self.problem_id),
+            budget=self.config.budget_candidates or 0, best_speedup=best.speedup if best else None,
+            tokens_per_s=self._tokens_per_s, elapsed_s=self.elapsed_s, phase=self._phase,
+        )
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    def run(self) -> ev.Finished:
+        self._started = time.monotonic()
+        self._stop = False
+        self._cancel.clear()
+        again = self.store.reset_in_flight(self.problem_id)
+        saved_env = self.store.environment()
+        if saved_env:
+            diff = environment_differences(saved_env, environment_record(self.config.device))
+            if diff:
+                self._log("this session was measured on another machine (" + ", ".join(diff) + "); "
+                          "its verdicts may not hold here", "warning")
+        if again:
+            self._log(f"{len(again)} node(s) waiting for evaluation", persist=False)
+        self._save_state("running")
+        reason, best_id = "error", None
+        try:
+            reason = self._loop()
+        except Exception as err:  # the engine's own bug: say it once, keep the session consistent
+            self._log(f"the search stopped on an internal error: {type(err).__name__}: {err}", "error",
+                      traceback.format_exc())
+            reason = "error"
+        finally:
+            self._abandon_inflight()
+            best = self.store.chosen_node(self.problem_id)
+            best_id = best.id if best else None
+            status = {"stopped": "stopped", "error": "stopped"}.get(reason, "finished")
+            self._save_state(status)
+            self.store.log_event(self.problem_id, "finished", f"search {reason}", payload={"best": best_id})
+        self._phase = "idle"
+        self._emit(self._progress())
+        finished = ev.Finished(self.problem_id, reason, best_id)
+        self._emit(finished)
+        return finished
+
+    def _loop(self) -> str:
+        while True:
+            self.apply_commands()
+            if self._stop:
+                return "stopped"
+            if self._paused:
+                self._collect()  # evaluations already running may finish while paused
+                self._wait(0.2)
+                continue
+            self._collect()
+            tree = self._tree()
+            queued = [n for n in tree.nodes.values() if n.state == "pending" and n.id not in self._inflight.values()]
+            if queued and len(self._inflight) < self._max_inflight():
+                self._submit(min(queued, key=lambda n: n.id).id)
+                continue
+            limit = self._limit_reached(tree)
+            if limit:
+                if self._inflight or queued:
+                    self._wait(0.2)
+                    continue
+                return limit
+            if self._inflight and not self.overlap:
+                self._wait(0.2)
+                continue
+            if self._inflight and len(self._inflight) >= self._max_inflight():
+                self._wait(0.2)
+                continue
+            expansion = self.next_expansion(tree)
+            if expansion is None:
+                if self._inflight:
+                    self._wait(0.2)
+                    continue
+                self._log("nothing left to expand (every node is excluded)", "warning")
+                return "budget"
+            self._expand(expansion, tree)
+            if self._gen_failures >= 3:
+                self._log("the model failed three times in a row; stopping", "error")
+                return "error"
+
+    def _max_inflight(self) -> int:
+        return max(1, int(getattr(self.evaluator, "workers", 1))) if self.overlap else 1
+
+    def _limit_reached(self, tree: Tree) -> str | None:
+        c = self.config
+        if c.budget_minutes is not None and self.elapsed_s >= c.budget_minutes * 60:
+            return "time"
+        if c.budget_candidates is not None:
+            counted = sum(1 for n in tree.nodes.values() if n.origin in ("llm", "user")
+                          and n.state in ("pending", "evaluating", "evaluated", "no_code"))
+            if counted >= c.budget_candidates:
+                return "budget"
+        cap = c.llm_call_cap
+        if cap is not None and int(self._rng_state.get("llm_calls", 0)) >= cap:
+            self._log(f"stopped after {cap} LLM calls: the model keeps repeating earlier answers", "warning")
+            return "budget"
+        return None
+
+    def _wait(self, timeout: float) -> None:
+        if self._inflight:
+            cf.wait(list(self._inflight), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        else:
+            try:
+                cmd = self._commands.get(timeout=timeout)
+            except queue.Empty:
+                return
+            self._apply(cmd)
+
+    # -- commands --------------------------------------------------------------------------------------
+
+    def apply_commands(self) -> None:
+        """Apply every queued command now (the loop does this between steps)."""
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            self._apply(cmd)
+
+    def _apply(self, cmd: ev.Command) -> None:
+        pid = self.problem_id
+        if isinstance(cmd, ev.Stop):
+            self._stop = True
+            self._log("stop requested")
+        elif isinstance(cmd, ev.Pause):
+            if not self._paused:
+                self._paused = True
+                self._phase = "paused"
+                self._save_state("paused")
+                self._log("paused")
+                self._emit(self._progress())
+        elif isinstance(cmd, ev.Resume):
+            if self._paused:
+                self._paused = False
+                self._phase = "idle"
+                self._save_state("running")
+                self._log("resumed")
+        elif isinstance(cmd, ev.Pin):
+            if self.store.node(cmd.node_id) is None:
+                return self._log(f"cannot pin node {cmd.node_id}: no such node", "warning")
+            old = self.store.pinned_node(pid)
+            self.store.set_pinned(cmd.node_id, True)
+            self._focus = cmd.focus
+            self.store.log_event(pid, "pin", f"node {cmd.node_id} pinned", payload={"node": cmd.node_id})
+            if old and old.id != cmd.node_id:
+                self._emit(ev.NodeChanged(pid, old.id))
+            self._emit(ev.NodeChanged(pid, cmd.node_id))
+        elif isinstance(cmd, ev.Unpin):
+            self.store.set_pinned(cmd.node_id, False)
+            self.store.log_event(pid, "unpin", f"node {cmd.node_id} unpinned", payload={"node": cmd.node_id})
+            self._emit(ev.NodeChanged(pid, cmd.node_id))
+        elif isinstance(cmd, ev.Exclude):
+            self.store.set_excluded(cmd.node_id, cmd.excluded)
+            self.store.log_event(pid, "exclude", f"node {cmd.node_id} {'excluded' if cmd.excluded else 'included'}",
+                                 payload={"node": cmd.node_id, "excluded": cmd.excluded})
+            self._emit(ev.NodeChanged(pid, cmd.node_id))
+        elif isinstance(cmd, ev.AddChild):
+            self._add_user_child(cmd)
+        elif isinstance(cmd, ev.ExpandFrom):
+            if self.store.node(cmd.node_id) is not None:
+                self._forced.append(cmd.node_id)
+                self._log(f"next expansion from node {cmd.node_id}")
+        elif isinstance(cmd, ev.SetBudget):
+            self.config = replace(
+                self.config,
+                budget_candidates=cmd.candidates if cmd.candidates is not None else self.config.budget_candidates,
+                budget_minutes=cmd.minutes if cmd.minutes is not None else self.config.budget_minutes,
+            )
+            self._save_state("paused" if self._paused else "running")
+            self._log(f"budget set to {self.config.budget_candidates} candidates"
+                      + (f", {self.config.budget_minutes:g} minutes" if self.config.budget_minutes else ""))
+            self._emit(self._progress())
+
+    def _add_user_child(self, cmd: ev.AddChild) -> None:
+        from ..llm.extract import normalize_code
+
+        parent = self.store.node(cmd.parent_id)
+        if parent is None or parent.problem_id != self.problem_id:
+            return self._log(f"cannot add a child to node {cmd.parent_id}: no such node here", "warning")
+        kernel = kernel_of_module(cmd.source) or ""
+        norm = normalize_code(kernel, self.language) if kernel else normalize_code(cmd.source, "python")
+        dup = self.store.find_duplicate(self.problem_id, norm)
+        node_id = self.store.add_node(
+            self.problem_id, cmd.parent_id, "user", "user", self.language, source=cmd.source, kernel_source=kernel,
+            directive="hand edit", state="duplicate" if dup else "pending", note=cmd.note, norm_code=norm,
+            duplicate_of=dup,
+        )
+        self.store.log_event(self.problem_id, "node_added", f"hand-edited child {node_id} of {cmd.parent_id}",
+                             payload={"node": node_id, "origin": "user"})
+        self._emit(ev.NodeAdded(self.problem_id, node_id, cmd.parent_id, "user", "duplicate" if dup else "pending"))
+        if dup:
+            self._log(f"node {node_id} has the same code as node {dup}; not evaluated again", "warning")
+
+    # -- evaluation --------------------------------------------------------------------------------------
+
+    def _submit(self, node_id: int) -> None:
+        node = self.store.node(node_id)
+        if node is None:
+            return
+        self.store.set_state(node_id, "evaluating")
+        self._phase = "building"
+        self._emit(ev.NodeChanged(self.problem_id, node_id))
+        self._emit(self._progress())
+        kernel = kernel_of_module(node.source) if node.language in ("cpp", "cuda") else None
+        if kernel and re.search(r"#\s*include\s*[<\"](torch|ATen|pybind11|c10)", kernel):
+            kernel = None  # needs torch's headers: only the real build can tell
+        if self.config.syntax_check and kernel:
+            error = self._syntax_check(node, kernel)
+            if error is not None:
+                self._finish_node(node_id, error)
+                return
+        fut = self.evaluator.submit(self.problem, node.source)
+        self._inflight[fut] = node_id
+
+    def _syntax_check(self, node, kernel: str) -> Verdict | None:
+        """g++/nvcc -fsyntax-only on the module's native kernel (0.2 s instead of a build): most
+        compile errors of a small model are caught before a worker is involved."""
+        try:
+            from ..kernels.native import syntax_check
+        except ImportError:
+            return None
+        scaffold = self.scaffold()
+        text = scaffold.kernel_file(kernel) if scaffold else PRELUDE.get(node.language, "") + "\n" + kernel
+        t0 = time.perf_counter()
+        err = syntax_check(text, node.language)
+        if err is None:
+            return None
+        first = next((ln.strip() for ln in err.splitlines() if "error" in ln), err.strip().splitlines()[0] if err.strip() else err)
+        return Verdict(status="compile_error", reason=f"the kernel does not compile: {first[:200]}",
+                       device=self.config.device, language=node.language, build_s=time.perf_counter() - t0,
+                       log=err, policy_flags=("syntax_check",))
+
+    def _collect(self) -> None:
+        done = [f for f in self._inflight if f.done()]
+        for fut in done:
+            node_id = self._inflight.pop(fut)
+            try:
+                verdict = fut.result()
+            except Exception as err:
+                verdict = Verdict(status="crashed", reason=f"the evaluator failed: {type(err).__name__}: {err}",
+                                  device=self.config.device)
+            self._finish_node(node_id, verdict)
+
+    def _finish_node(self, node_id: int, verdict: Verdict) -> None:
+        r = reward(verdict)
+        self.store.record_verdict(node_id, verdict, r)
+        tree = self._tree()
+        self.store.update_stats(backprop(tree, node_id, r))
+        node = tree.node(node_id)
+        self.store.log_event(self.problem_id, "node_evaluated", f"node {node_id}: {verdict.summary()}",
+                             "info" if verdict.status == "ok" else "warning",
+                             {"node": node_id, "status": verdict.status, "speedup": verdict.speedup})
+        self._emit(ev.NodeEvaluated(self.problem_id, node_id, verdict))
+        for i in tree.ancestors(node_id):
+            self._emit(ev.NodeChanged(self.problem_id, i))
+        self._emit(ev.Log("info" if verdict.status == "ok" else "warning",
+                          f"node {node_id} ({node.kind}): {verdict.summary()}"))
+        self._phase = "idle"
+        self._emit(self._progress())
+        self._check_productivity()
+
+    def _abandon_inflight(self) -> None:
+        """On stop: work still running is abandoned; its nodes stay pending and a resume redoes it."""
+        for fut, node_id in list(self._inflight.items()):
+            fut.cancel()
+            self.store.set_state(node_id, "pending")
+        self._inflight.clear()
+
+    def _check_productivity(self) -> None:
+        if self._warned_productivity:
+            return
+        p = self.store.productivity(self.problem_id)
+        if p.suggestion:
+            self._warned_productivity = True
+            self._log(p.suggestion, "warning")
+
+    # -- expansion ---------------------------------------------------------------------------------------
+
+    def _start_node(self, tree: Tree) -> int:
+        pinned = next((n for n in tree.nodes.values() if n.pinned), None)
+        if self._focus and pinned is not None and (tree.expandable(pinned.id) or pinned.origin == "root"):
+            return pinned.id
+        return tree.root_id
+
+    def next_expansion(self, tree: Tree | None = None) -> Expansion | None:
+        """What the loop would expand next (forced, then a repair, then the strategy's pick)."""
+        tree = tree or self._tree()
+        c = self.config
+        while self._forced:
+            node_id = self._forced.pop(0)
+            if node_id in tree.nodes and not tree.excluded(node_id):
+                if tree.repairable(node_id):
+                    return self._expansion(tree, node_id, "repair")
+                if tree.expandable(node_id):
+                    return self._expansion(tree, node_id, None)
+        repair = pending_repair(tree, c.repairs)
+        if repair is not None:
+            return self._expansion(tree, repair, "repair")
+        start = self._start_node(tree)
+        if start is None or tree.excluded(start):
+            return None
+        node_id = select(c.strategy, tree, start, MCTSParams(c.exploration, c.widening_k, c.widening_alpha))
+        if not tree.expandable(node_id):
+            return None
+        return self._expansion(tree, node_id, None)
+
+    def _expansion(self, tree: Tree, node_id: int, kind: str | None) -> Expansion:
+        node = tree.node(node_id)
+        scaffold = self.scaffold()
+        if kind is None:
+            if scaffold is None:
+                kind = "module"
+            else:
+                kind = "whole" if node.origin == "root" else "edit"
+        if kind == "repair":
+            return Expansion(node_id, "repair", "repair", "fix the error")
+        n_children = len(tree.children(node_id, counted=False))
+        rng = random.Random(f"{self.config.seed}:{node_id}:{n_children}")
+        if self.config.strategy == "best-of-n" and node.origin == "root":
+            d = CORRECT_FIRST.get(self.language) or choose_directive(self.language, {}, rng)
+        elif node.origin == "root" and kind == "whole":
+            # a kernel from scratch: ask for correctness every time (samples differ by their seed);
+            # speed comes from edits of correct nodes, which a small model gets right far more often
+            d = CORRECT_FIRST.get(self.language) or choose_directive(self.language, {}, rng)
+        else:
+            d = choose_directive(self.language, tree.tried(node_id), rng, first=node.origin == "root")
+        if kind == "edit":
+            full = self.store.node(node_id)
+            functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"]
+            target = edit_target(functions, d.key, FUNCTION, rng)
+            key = d.key if target == FUNCTION else f"{d.key}@{target}"
+            return Expansion(node_id, kind, key, d.text, target)
+        return Expansion(node_id, kind, d.key, d.text)
+
+    def _prompt(self, exp: Expansion, tree: Tree) -> prompts.PromptContext:
+        parent = self.store.node(exp.parent_id)
+        scaffold = self.scaffold()
+        failed = tuple(f"{_directive_label(self.language, k)}: {why}" for k, why in tree.failed_approaches(exp.parent_id))
+        common = dict(language=self.language, problem_source=self.problem.source,
+                      device=device_lines(self.config.device), failed=failed[-4:])
+        if scaffold is not None:
+            common.update(signature=scaffold.signature(), arguments=scaffold.describe_args())
+        if exp.kind == "whole":
+            ctx = prompts.PromptContext(kind="whole", directive=exp.directive_text, **common)
+            if self.config.exemplars and scaffold is not None:
+                found = best_exemplar(scaffold, self.problem.source)
+                if found:
+                    ctx = replace(ctx, exemplar=found[1], exemplar_about=found[0].about)
+            return ctx
+        if exp.kind == "edit":
+            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=parent.kernel_source,
+                                         parent_summary=prompts.parent_summary(parent.verdict),
+                                         target=exp.target, **common)
+        if exp.kind == "repair":
+            code = parent.kernel_source if scaffold is not None else parent.source
+            common["failed"] = ()
+            kind = "repair" if scaffold is not None else "module"
+            return prompts.PromptContext(kind=kind, parent_code=code, error=prompts.verdict_feedback(parent.verdict),
+                                         **common)
+        # module: the model writes the whole ModelNew (no scaffold)
+        parent_code = parent.source if parent.origin != "root" else ""
+        return prompts.PromptContext(kind="module", directive=exp.directive_text, parent_code=parent_code, **common)
+
+    def _expand(self, exp: Expansion, tree: Tree) -> None:
+        from ..llm.generator import GenerationError
+
+        c = self.config
+        ctx = self._prompt(exp, tree)
+        try:
+            ctx, trimmed = prompts.fit(ctx, self.generator.count_tokens, self.generator.context_size, c.max_tokens)
+        except prompts.PromptTooLong as err:
+            self._gen_failures += 1
+            self._log(str(err), "error")
+            return
+        calls = int(self._rng_state.get("llm_calls", 0))
+        llm_seed = (c.seed * 1_000_003 + calls) % (2**31)
+        temperature = c.temperature
+        if exp.kind == "repair" and any(k.kind == "repair" and k.state == "duplicate"
+                                        for k in tree.children(exp.parent_id, counted=False)):
+            temperature = max(temperature, 1.0)  # the first repair repeated the code: ask for variety
+        if ctx.kind == "module" and self.language == "triton" and getattr(self.generator, "raw_completion", False):
+            # a model trained on KernelLLM's raw prompt (no chat template) gets exactly that prompt
+            request = prompts.kernelllm_request(self.problem.source, max_tokens=c.max_tokens,
+                                                temperature=temperature, top_p=c.top_p, seed=llm_seed)
+        else:
+            request = prompts.request(ctx, max_tokens=c.max_tokens, temperature=temperature, top_p=c.top_p,
+                                      seed=llm_seed)
+        self._phase = "generating"
+        self._emit(self._progress())
+        self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
+        last = [time.monotonic()]
+        n_tok = [0]
+        t0 = time.monotonic()
+
+        def on_token(text: str) -> None:
+            n_tok[0] += 1
+            now = time.monotonic()
+            tps = n_tok[0] / (now - t0) if now > t0 else None
+            self._emit(ev.TokenStream(self.problem_id, text, tps))
+            if now - last[0] > 1.0:
+                last[0] = now
+                self._tokens_per_s = tps
+                self._emit(self._progress())
+            self._drain_light_commands()
+
+        try:
+            gen = self.generator.generate(request, on_token=on_token, cancel=self._cancel)
+        except GenerationError as err:
+            self._gen_failures += 1
+            self._log(f"the model could not answer: {err}", "error")
+            return
+        self._gen_failures = 0
+        if gen.cancelled:
+            self._log("generation cancelled", persist=False)
+            return
+        self._tokens_per_s = gen.tokens_per_s or self._tokens_per_s
+        self._rng_state["llm_calls"] = calls + 1
+        self._record_answer(exp, ctx, request, gen, trimmed)
+
+    def _autofix(self, scaffold: Scaffold, kernel: str) -> tuple[str, str]:
+        """Apply the mechanical const-pointer fix when the syntax check shows that error (and only
+        when the fixed kernel then passes the check); the node's note says so."""
+        if not self.config.syntax_check:
+            return kernel, ""
+        try:
+            from ..kernels.native import syntax_check
+        except ImportError:
+            return kernel, ""
+        current, notes = kernel.strip() + "\n", []
+        for _ in range(3):  # each round fixes what the compiler reported; stop when clean or stuck
+            err = syntax_check(scaffold.kernel_file(current), scaffold.language)
+            if not err:
+                break
+            fixed = autofix(current, PRELUDE[scaffold.language], err)
+            if fixed is None:
+                break
+            current, notes = fixed[0].strip() + "\n", notes + fixed[1]
+        else:
+            err = syntax_check(scaffold.kernel_file(current), scaffold.language)
+        if not notes or err:
+            return kernel, ""  # only a fix that makes the kernel compile is kept
+        return current, "autofix: " + ", ".join(dict.fromkeys(notes))
+
+    def _drain_light_commands(self) -> None:
+        """During generation: apply commands that do not need the loop (pin, exclude, budget...)."""
+        pending = []
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(cmd, (ev.Pin, ev.Unpin, ev.Exclude, ev.SetBudget)):
+                self._apply(cmd)
+            else:
+                pending.append(cmd)
+        for cmd in pending:
+            self._commands.put(cmd)
+
+    def _record_answer(self, exp: Expansion, ctx, request, gen, trimmed) -> None:
+        from ..llm.extract import extract_code, normalize_code
+
+        scaffold = self.scaffold()
+        parent = self.store.node(exp.parent_id)
+        finished = gen.finish_reason != "length"
+        kernel, source, note = "", "", ""
+        if ctx.kind in ("whole", "edit", "repair"):
+            wanted = exp.target or FUNCTION
+            ex = extract_code(gen.text, function=wanted, language=self.language, finished=finished)
+            code = clean_kernel(ex.code) if ex.ok else None
+            if code is None and ctx.kind in ("edit", "repair"):
+                code = kernel_from_answer(gen.text)  # a changed helper alone is a valid edit
+            if code is not None:
+                kernel = merge_functions(parent.kernel_source, code) if ctx.kind in ("edit", "repair") else code
+                kernel = prune_unreachable(kernel)
+                kernel, note = self._autofix(scaffold, kernel)
+                source = scaffold.module_source(kernel)
+            else:
+                note = ex.problem or "the answer had no usable kernel code"
+        else:
+            ex = extract_code(gen.text, finished=finished)
+            if ex.ok:
+                source = ex.code
+                kernel = kernel_of_module(source) or source
+            else:
+                note = ex.problem or "the answer had no usable code"
+        if source:
+            norm = normalize_code(kernel if ctx.kind != "module" else source, self.language if ctx.kind != "module" else "python")
+            dup = self.store.find_duplicate(self.problem_id, norm)
+        else:
+            norm, dup = "", None
+        state = "no_code" if not source else ("duplicate" if dup else "pending")
+        if request.prompt is not None:
+            shown = request.prompt
+        else:
+            shown = "\n\n".join(f"[{m.role}]\n{m.content}" for m in request.messages)
+        with self.store.transaction():
+            call_id = self.store.add_llm_call(
+                self.problem_id, exp.kind, gen.model, shown, gen.text,
+                gen.prompt_tokens, gen.completion_tokens, gen.seconds,
+                {"temperature": request.temperature, "seed": request.seed, "max_tokens": request.max_tokens,
+                 "finish_reason": gen.finish_reason, "trimmed": list(trimmed), "tokens_per_s": gen.tokens_per_s,
+                 "prompt_seconds": gen.prompt_seconds},
+            )
+            node_id = self.store.add_node(
+                self.problem_id, exp.parent_id, "llm", exp.kind if exp.kind != "module" else "whole", self.language,
+                source=source, kernel_source=kernel, directive=exp.directive, state=state, note=note,
+                norm_code=norm, duplicate_of=dup, llm_call_id=call_id,
+            )
+            self.store.log_event(self.problem_id, "node_added", f"node {node_id} ({exp.kind}, {state})",
+                                 payload={"node": node_id, "parent": exp.parent_id, "state": state})
+        self._emit(ev.NodeAdded(self.problem_id, node_id, exp.parent_id, "llm", state))
+        if state == "no_code":
+            self._log(f"node {node_id}: no usable code ({note})", "warning")
+            tree = self._tree()
+            self.store.update_stats(backprop(tree, node_id, 0.0))
+            for i in tree.ancestors(node_id):
+                self._emit(ev.NodeChanged(self.problem_id, i))
+            self._emit(self._progress())
+        elif state == "duplicate":
+            self._log(f"node {node_id} repeats node {dup}; not evaluated, not counted", "warning")
+            tree = self._tree()  # not a candidate, but the expansion was spent: visits, no value
+            self.store.update_stats(backprop(tree, node_id, 0.0))
+
+
+def _directive_label(language: str, key: str) -> str:
+    d = directive_by_key(language, key.split("@")[0])
+    return d.text.split(":")[0].rstrip(".") if d else key

@@ -1,0 +1,104 @@
+"""Where to expand next: MCTS (UCT with progressive widening) and the two baselines.
+
+Each strategy is a pure function of the tree (plus a start node: the root, or the pinned node when
+the user focused the search on it), so the same machinery runs all three and they are compared at
+equal budgets.
+
+- ``mcts``: descend from the start by UCT over correct children while the node has as many children
+  as progressive widening allows (ceil(k * visits^alpha)); expand the first node that may have more.
+- ``greedy``: one refinement chain: always expand the fastest correct node so far.
+- ``best-of-n``: independent samples: always expand the start node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .tree import Tree
+
+STRATEGIES = ("mcts", "greedy", "best-of-n")
+
+
+@dataclass(frozen=True)
+class MCTSParams:
+    exploration: float = 0.5  # c in UCT; rewards live in [0, 1]
+    widening_k: float = 1.0
+    widening_alpha: float = 0.5
+
+
+def widening_limit(visits: int, k: float = 1.0, alpha: float = 0.5) -> int:
+    """How many (counted) children a node with ``visits`` may have before we stop widening it."""
+    return max(1, math.ceil(k * max(visits, 1) ** alpha))
+
+
+def uct_score(value: float, visits: int, parent_visits: int, c: float) -> float:
+    if visits <= 0:
+        return math.inf
+    return value + c * math.sqrt(math.log(max(parent_visits, 1)) / visits)
+
+
+def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) -> int:
+    """The node to expand: descend by UCT through correct children, widen progressively."""
+    node_id = start_id
+    seen = set()
+    while node_id not in seen:
+        seen.add(node_id)
+        node = tree.node(node_id)
+        kids = tree.children(node_id)
+        attempts = len(tree.children(node_id, counted=False))  # repeats used up an expansion too
+        limit = widening_limit(node.visits, params.widening_k, params.widening_alpha)
+        if attempts < limit and tree.expandable(node_id):
+            return node_id
+        options = [k for k in kids if tree.expandable(k.id)]
+        if not options:
+            return node_id
+        parent_visits = max(node.visits, 1)
+        best = max(options, key=lambda k: (uct_score(k.value, k.visits, parent_visits, params.exploration), -k.id))
+        node_id = best.id
+    return node_id
+
+
+def select_greedy(tree: Tree, start_id: int) -> int:
+    """The fastest correct, not excluded node in the start's subtree; the start if there is none."""
+    ids = [i for i in tree.subtree(start_id) if tree.expandable(i) and tree.node(i).origin != "root"]
+    ok = [tree.node(i) for i in ids if tree.node(i).speedup is not None]
+    if not ok:
+        return start_id
+    return max(ok, key=lambda n: (n.speedup, -n.id)).id
+
+
+def select_best_of_n(tree: Tree, start_id: int) -> int:
+    return start_id
+
+
+def select(strategy: str, tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) -> int:
+    if strategy == "mcts":
+        return select_mcts(tree, start_id, params)
+    if strategy == "greedy":
+        return select_greedy(tree, start_id)
+    if strategy == "best-of-n":
+        return select_best_of_n(tree, start_id)
+    raise ValueError(f"unknown strategy {strategy!r} (choose one of {', '.join(STRATEGIES)})")
+
+
+def pending_repair(tree: Tree, rounds: int) -> int | None:
+    """The newest evaluated candidate that failed in a repairable way and has not been repaired yet,
+    if fewer than ``rounds`` repairs led to it; repairs follow their failure at once. A repair whose
+    answer was empty or repeated earlier code is tried once more."""
+    if rounds <= 0:
+        return None
+    for node_id in sorted(tree.nodes, reverse=True):
+        n = tree.node(node_id)
+        if n.origin not in ("llm", "user", "seed") or n.verdict is None:
+            continue
+        if not tree.repairable(node_id):
+            return None  # only the latest result is repaired; older failures had their chance
+        if tree.repair_depth(node_id) >= rounds:
+            return None
+        attempts = [k for k in tree.children(node_id, counted=False) if k.kind == "repair"]
+        real = [k for k in attempts if k.state not in ("duplicate", "no_code")]
+        if real or len(attempts) >= 2:  # one more try when the first answer was empty or a repeat
+            return None
+        return node_id
+    return None

@@ -1,0 +1,163 @@
+"""The search tree as plain values: rewards, backpropagation, and what may be expanded.
+
+Pure functions over ``NodeRecord`` lists read from the store, so selection and backpropagation are
+tested with hand-made trees and the engine keeps no second copy of the tree that could drift.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ..kernels.verdict import Verdict
+from .events import NodeRecord
+
+# a correct candidate always scores above any failure; within failures, nearer to working is better
+FAILURE_REWARD = {
+    "incorrect": 0.15,
+    "runtime_error": 0.10,
+    "compile_error": 0.05,
+    "crashed": 0.05,
+    "timeout": 0.05,
+    "rejected": 0.0,
+}
+OK_FLOOR = 0.35
+REPAIRABLE = ("compile_error", "incorrect", "runtime_error")
+
+
+def reward(verdict: Verdict | None) -> float:
+    """Normalised reward in [0, 1]: log2 speedup over eager mapped so 1/4x -> 0.35, 1x -> 0.675,
+    4x and above -> 1.0; failures below 0.35. The exploration term of UCT (c * sqrt(ln N / n) with
+    c about 0.5) is on the same scale, so neither swamps the other."""
+    if verdict is None:
+        return 0.0
+    if verdict.status != "ok":
+        return FAILURE_REWARD.get(verdict.status, 0.0)
+    s = verdict.speedup
+    x = 0.5 if not s or s <= 0 else min(1.0, max(0.0, 0.5 + math.log2(s) / 4.0))
+    return OK_FLOOR + (1.0 - OK_FLOOR) * x
+
+
+class Tree:
+    """An index over one problem's nodes: children, ancestors, what was tried from a node."""
+
+    def __init__(self, nodes: Iterable[NodeRecord]) -> None:
+        self.nodes: dict[int, NodeRecord] = {}
+        self._children: dict[int, list[int]] = {}
+        self.root_id: int | None = None
+        for n in sorted(nodes, key=lambda n: n.id):
+            self.nodes[n.id] = n
+            self._children.setdefault(n.id, [])
+            if n.parent_id is None:
+                if self.root_id is None:
+                    self.root_id = n.id
+            else:
+                self._children.setdefault(n.parent_id, []).append(n.id)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, node_id: int) -> NodeRecord:
+        return self.nodes[node_id]
+
+    @property
+    def root(self) -> NodeRecord | None:
+        return self.nodes.get(self.root_id) if self.root_id is not None else None
+
+    def children(self, node_id: int, counted: bool = True) -> list[NodeRecord]:
+        """Children in creation order; ``counted`` leaves out duplicates (they are not candidates)."""
+        kids = [self.nodes[i] for i in self._children.get(node_id, [])]
+        return [k for k in kids if k.state != "duplicate"] if counted else kids
+
+    def ancestors(self, node_id: int) -> list[int]:
+        """``node_id`` and its ancestors up to the root, nearest first."""
+        out = []
+        current: int | None = node_id
+        while current is not None and current in self.nodes:
+            out.append(current)
+            current = self.nodes[current].parent_id
+        return out
+
+    def excluded(self, node_id: int) -> bool:
+        """Excluded itself or below an excluded node (never expanded again)."""
+        return any(self.nodes[i].excluded for i in self.ancestors(node_id))
+
+    def subtree(self, node_id: int) -> list[int]:
+        out, stack = [], [node_id]
+        while stack:
+            i = stack.pop()
+            out.append(i)
+            stack.extend(self._children.get(i, []))
+        return out
+
+    def repair_depth(self, node_id: int) -> int:
+        """How many repairs in a row led to this node (0 for a fresh candidate)."""
+        depth = 0
+        for i in self.ancestors(node_id):
+            if self.nodes[i].kind != "repair":
+                break
+            depth += 1
+        return depth
+
+    def tried(self, node_id: int) -> dict[str, str]:
+        """Directives already used from a node -> outcome (ok | failed | pending)."""
+        out: dict[str, str] = {}
+        for k in self.children(node_id, counted=False):
+            if not k.directive:
+                continue
+            if k.verdict is not None:
+                outcome = "ok" if k.verdict.status == "ok" else "failed"
+            elif k.state in ("no_code", "duplicate"):
+                outcome = "failed"
+            else:
+                outcome = "pending"
+            if out.get(k.directive) != "ok":
+                out[k.directive] = outcome
+        return out
+
+    def failed_approaches(self, node_id: int) -> list[tuple[str, str]]:
+        """(directive, what went wrong) for the node's children that did not work."""
+        out = []
+        for k in self.children(node_id, counted=False):
+            if not k.directive or k.kind == "repair":
+                continue
+            if k.state == "no_code":
+                out.append((k.directive, "the answer had no usable code"))
+            elif k.state == "duplicate":
+                out.append((k.directive, "the answer repeated an earlier kernel unchanged"))
+            elif k.verdict is not None and k.verdict.status != "ok":
+                out.append((k.directive, f"{k.verdict.status}: {k.verdict.reason}"))
+            elif k.verdict is not None and (k.verdict.speedup or 0) < (self.nodes[node_id].speedup or 0):
+                out.append((k.directive, f"correct but slower ({k.verdict.speedup:.2f}x)"))
+        return out
+
+    def expandable(self, node_id: int) -> bool:
+        """May get a new child by an expansion: the root, or a correct candidate, not excluded."""
+        n = self.nodes[node_id]
+        if self.excluded(node_id):
+            return False
+        return n.origin == "root" or (n.verdict is not None and n.verdict.status == "ok")
+
+    def repairable(self, node_id: int) -> bool:
+        n = self.nodes[node_id]
+        return (not self.excluded(node_id) and n.origin != "root" and n.verdict is not None
+                and n.verdict.status in REPAIRABLE)
+
+    def best(self, within: int | None = None) -> NodeRecord | None:
+        """The fastest correct candidate (in ``within``'s subtree if given); ties go to the older node."""
+        ids = self.subtree(within) if within is not None else list(self.nodes)
+        ok = [self.nodes[i] for i in ids if self.nodes[i].origin != "root" and self.nodes[i].speedup is not None]
+        if not ok:
+            return None
+        return max(ok, key=lambda n: (n.speedup, -n.id))
+
+
+def backprop(tree: Tree, node_id: int, value: float) -> list[tuple[int, int, float]]:
+    """New (node_id, visits, value) for the node and its ancestors after one result: each gets one
+    more visit and keeps the best reward seen in its subtree (max backup: we want the best kernel,
+    not the average one)."""
+    out = []
+    for i in tree.ancestors(node_id):
+        n = tree.nodes[i]
+        out.append((i, n.visits + 1, max(n.value, value) if n.visits else value))
+    return out

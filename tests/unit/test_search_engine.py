@@ -1,0 +1,83 @@
+"""The engine loop with the real evaluator and no model: seeds, hand-edited children, commands
+from another thread, and work caught in flight by a crash being redone."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from kforge_desktop.kernels.evaluator import Evaluator
+from kforge_desktop.kernels.verdict import EvalOptions
+from kforge_desktop.problem.problem import load_problem
+from kforge_desktop.search import events as ev
+from kforge_desktop.search.config import SearchConfig
+from kforge_desktop.search.engine import SearchEngine, create_session
+from kforge_desktop.store import SessionStore
+
+pytestmark = pytest.mark.slow
+
+PROBLEMS = Path(__file__).resolve().parents[2] / "resources" / "problems"
+FAST = EvalOptions(trials=2, timed_runs=5, warmup_runs=1, compare_compile=False)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator("cpu", workers=1, options=FAST) as e:
+        yield e
+
+
+@pytest.fixture()
+def session(tmp_path, build_cache):
+    store = SessionStore(tmp_path / "e.kforge")
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), SearchConfig(budget_candidates=1))
+    yield store, pid
+    store.close()
+
+
+def test_seed_and_a_hand_edited_child_are_evaluated_and_the_budget_ends_the_search(session, evaluator):
+    store, pid = session
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    broken = seed.source.replace("yr[c] *= k;", "yr[c] *= k + 1.0f;")  # a wrong hand edit
+    engine = SearchEngine(store, pid, generator=None, evaluator=evaluator)
+    seen: list = []
+    engine.subscribe(seen.append)
+    engine.post(ev.AddChild(seed.id, broken, note="try a different scale"))
+    finished = engine.run()
+    assert finished.reason == "budget"
+    nodes = {n.id: n for n in store.nodes(pid)}
+    user = next(n for n in nodes.values() if n.origin == "user")
+    assert nodes[seed.id].status == "ok" and user.status == "incorrect"
+    assert finished.best_node_id == seed.id and store.candidates_done(pid) == 1
+    assert nodes[store.root(pid).id].visits == 2 and nodes[seed.id].visits == 2
+    assert {type(e) for e in seen} >= {ev.NodeAdded, ev.NodeEvaluated, ev.NodeChanged, ev.Progress, ev.Finished}
+    assert store.search_state(pid).status == "finished"
+
+
+def test_nodes_caught_evaluating_by_a_crash_are_evaluated_again(session, evaluator):
+    store, pid = session
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.set_state(seed.id, "evaluating")  # what a kill -9 mid-evaluation leaves behind
+    engine = SearchEngine(store, pid, generator=None, evaluator=evaluator, config=SearchConfig(budget_candidates=0))
+    engine.run()
+    again = store.node(seed.id)
+    assert again.state == "evaluated" and again.status == "ok"
+    assert len(store.nodes(pid)) == 2  # nothing duplicated
+
+
+def test_pause_and_stop_from_another_thread_leave_the_session_resumable(session, evaluator):
+    store, pid = session
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    engine = SearchEngine(store, pid, generator=None, evaluator=evaluator)
+    paused = threading.Event()
+    engine.subscribe(lambda e: paused.set() if isinstance(e, ev.Progress) and e.phase == "paused" else None)
+    engine.post(ev.Pause())
+    thread = engine.start()
+    assert paused.wait(30)
+    assert store.search_state(pid).status == "paused"
+    assert store.node(seed.id).state == "pending"  # nothing runs while paused
+    engine.post(ev.Stop())
+    thread.join(60)
+    assert not thread.is_alive()
+    assert store.search_state(pid).status == "stopped" and store.node(seed.id).state == "pending"

@@ -1,0 +1,219 @@
+"""Selection, backpropagation, progressive widening, pinning and duplicates on hand-made trees."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kforge_desktop.kernels.verdict import Verdict
+from kforge_desktop.problem.problem import load_problem
+from kforge_desktop.search import events as ev
+from kforge_desktop.search.config import SearchConfig
+from kforge_desktop.search.directives import CORRECT_FIRST, choose_directive
+from kforge_desktop.search.engine import SearchEngine, create_session
+from kforge_desktop.search.events import NodeRecord
+from kforge_desktop.search.strategies import MCTSParams, pending_repair, select, widening_limit
+from kforge_desktop.search.tree import Tree, backprop, reward
+from kforge_desktop.store import SessionStore
+
+REPO_PROBLEMS = __import__("pathlib").Path(__file__).resolve().parents[2] / "resources" / "problems"
+
+
+def ok(s: float) -> Verdict:
+    return Verdict("ok", "correct", speedup=s, latency_ms=1.0, baseline_ms=s)
+
+
+def node(i, parent, *, origin="llm", kind="whole", verdict=None, state=None, visits=0, value=0.0,
+         directive="", pinned=False, excluded=False) -> NodeRecord:
+    if state is None:
+        state = "evaluated" if verdict is not None or origin == "root" else "pending"
+    return NodeRecord(id=i, problem_id=1, parent_id=parent, origin=origin, state=state, language="cpp",
+                      directive=directive, source="", kernel_source="", created_at=float(i), pinned=pinned,
+                      excluded=excluded, visits=visits, value=value, kind=kind, verdict=verdict)
+
+
+def test_reward_orders_failures_below_any_success_and_grows_with_speedup():
+    failures = [reward(Verdict(s, "x")) for s in ("rejected", "compile_error", "crashed", "incorrect")]
+    successes = [reward(ok(s)) for s in (0.1, 0.5, 1.0, 2.0, 4.0, 100.0)]
+    assert max(failures) < min(successes)
+    assert successes == sorted(successes) and successes[-1] == 1.0
+    assert 0.0 <= min(failures) and reward(ok(1.0)) == pytest.approx(0.675)
+    assert reward(None) == 0.0
+
+
+def test_backprop_adds_a_visit_on_the_path_and_keeps_the_best_value():
+    tree = Tree([node(1, None, origin="root", visits=3, value=0.7), node(2, 1, verdict=ok(2.0), visits=2, value=0.8),
+                 node(3, 2, verdict=ok(1.0)), node(4, 1, verdict=ok(1.5), visits=1, value=0.72)])
+    assert backprop(tree, 3, 0.675) == [(3, 1, 0.675), (2, 3, 0.8), (1, 4, 0.7)]
+    assert backprop(tree, 3, 0.95) == [(3, 1, 0.95), (2, 3, 0.95), (1, 4, 0.95)]
+
+
+def test_widening_limit_grows_with_visits():
+    assert [widening_limit(v) for v in (0, 1, 2, 4, 9, 10)] == [1, 1, 2, 2, 3, 4]
+    assert widening_limit(4, k=2.0) == 4
+
+
+def test_mcts_widens_the_root_then_descends_to_the_better_child():
+    # root has 2 children and 4 visits: limit ceil(4^0.5) = 2, so it descends
+    nodes = [node(1, None, origin="root", visits=4, value=0.9),
+             node(2, 1, verdict=ok(1.0), visits=2, value=0.675),
+             node(3, 1, verdict=ok(4.0), visits=2, value=1.0)]
+    assert select("mcts", Tree(nodes), 1) == 3
+    # one more visit on the root: limit ceil(5^0.5) = 3 > 2 children, so the root is widened
+    nodes[0] = node(1, None, origin="root", visits=5, value=0.9)
+    assert select("mcts", Tree(nodes), 1) == 1
+
+
+def test_mcts_exploration_prefers_the_less_visited_child_when_values_are_close():
+    nodes = [node(1, None, origin="root", visits=40, value=0.9),
+             node(2, 1, verdict=ok(1.0), visits=30, value=0.70),
+             node(3, 1, verdict=ok(1.0), visits=2, value=0.69)]
+    params = MCTSParams(widening_k=0.1)  # no widening: compare the two children
+    assert select("mcts", Tree(nodes), 1, params) == 3
+    assert select("mcts", Tree(nodes), 1, MCTSParams(exploration=0.0, widening_k=0.1)) == 2
+
+
+def test_mcts_never_descends_into_failed_excluded_or_duplicate_children():
+    nodes = [node(1, None, origin="root", visits=9, value=0.7),
+             node(2, 1, verdict=Verdict("incorrect", "x"), visits=1, value=0.15),
+             node(3, 1, verdict=ok(3.0), visits=1, value=0.95, excluded=True),
+             node(4, 1, verdict=ok(2.0), visits=5, value=0.85),
+             node(5, 4, verdict=ok(2.5), visits=1, value=0.9, excluded=True),
+             node(6, 1, state="duplicate"), node(7, 1, state="duplicate")]
+    tree = Tree(nodes)
+    assert [k.id for k in tree.children(1)] == [2, 3, 4]  # duplicates do not count as children
+    # root: 3 counted children = limit 3 -> descend; only node 4 is eligible; 4 has 1 child < limit 3 -> expand 4
+    assert select("mcts", tree, 1) == 4
+    assert not tree.expandable(3) and not tree.expandable(5)
+
+
+def test_greedy_refines_the_fastest_and_best_of_n_samples_the_root():
+    nodes = [node(1, None, origin="root", visits=3),
+             node(2, 1, verdict=ok(1.2)), node(3, 2, verdict=ok(2.4)), node(4, 1, verdict=ok(1.9)),
+             node(5, 1, verdict=ok(9.0), excluded=True)]
+    tree = Tree(nodes)
+    assert select("greedy", tree, 1) == 3
+    assert select("best-of-n", tree, 1) == 1
+    assert select("greedy", Tree(nodes[:1]), 1) == 1  # nothing correct yet: start from the reference
+    with pytest.raises(ValueError):
+        select("annealing", tree, 1)
+
+
+def test_repairs_follow_a_fresh_failure_and_are_bounded():
+    base = [node(1, None, origin="root", visits=2), node(2, 1, verdict=Verdict("compile_error", "x"))]
+    assert pending_repair(Tree(base), rounds=1) == 2
+    assert pending_repair(Tree(base), rounds=0) is None
+    tried = base + [node(3, 2, kind="repair", verdict=Verdict("compile_error", "y"))]
+    assert pending_repair(Tree(tried), rounds=1) is None  # the repair failed too: bounded at one round
+    assert pending_repair(Tree(tried), rounds=2) == 3
+    wasted = base + [node(3, 2, kind="repair", state="duplicate")]
+    assert pending_repair(Tree(wasted), rounds=1) == 2  # a repeated answer earns one more try
+    wasted2 = wasted + [node(4, 2, kind="repair", state="no_code")]
+    assert pending_repair(Tree(wasted2), rounds=1) is None
+    rejected = [node(1, None, origin="root"), node(2, 1, verdict=Verdict("rejected", "calls torch.softmax"))]
+    assert pending_repair(Tree(rejected), rounds=3) is None  # cheating is not repaired
+
+
+def test_directives_skip_what_already_failed_from_the_node():
+    rng = random.Random(0)
+    first = choose_directive("cpp", {}, rng, first=True)
+    assert first == CORRECT_FIRST["cpp"]
+    tried = {"straightforward": "ok", "openmp_rows": "failed", "simd_inner@row_sum": "failed"}
+    picks = {choose_directive("cpp", tried, random.Random(s)).key for s in range(30)}
+    assert not picks & {"straightforward", "openmp_rows", "simd_inner"}
+    tree = Tree([node(1, None, origin="root"), node(2, 1, verdict=ok(1.0), directive="a"),
+                 node(3, 2, verdict=Verdict("incorrect", "wrong values"), directive="simd_inner@row_sum"),
+                 node(4, 2, state="duplicate", directive="float_math"), node(5, 2, verdict=ok(0.5), directive="x")])
+    assert tree.tried(2) == {"simd_inner@row_sum": "failed", "float_math": "failed", "x": "ok"}
+    failed = dict(tree.failed_approaches(2))
+    assert "incorrect" in failed["simd_inner@row_sum"] and "repeated" in failed["float_math"]
+    assert "slower" in failed["x"]
+
+
+# -- the engine's choices, with a real session file and no model -------------------------------------
+
+
+@pytest.fixture()
+def engine(tmp_path):
+    store = SessionStore(tmp_path / "t.kforge")
+    problem = load_problem(REPO_PROBLEMS / "softmax.py")
+    pid = create_session(store, problem, SearchConfig(strategy="mcts", budget_candidates=5, seeds=True))
+    eng = SearchEngine(store, pid, generator=None, evaluator=None)
+    yield eng
+    store.close()
+
+
+def _add(store, pid, parent, verdict, origin="llm", kind="whole"):
+    n = store.add_node(pid, parent, origin, kind, "cpp", source=f"src{parent}-{len(store.nodes(pid))}",
+                       kernel_source='extern "C" void kernel_forward(const float* x, float* out, int64_t rows, '
+                                     'int64_t cols) { for (int64_t i = 0; i < rows * cols; ++i) out[i] = x[i]; }')
+    store.record_verdict(n, verdict, reward(verdict))
+    tree = Tree(store.nodes(pid, with_source=False))
+    store.update_stats(backprop(tree, n, reward(verdict)))
+    return n
+
+
+def test_a_new_session_has_the_reference_root_and_an_exemplar_seed(engine):
+    nodes = engine.store.nodes(engine.problem_id)
+    assert nodes[0].origin == "root" and nodes[0].parent_id is None
+    seeds = [n for n in nodes if n.origin == "seed"]
+    assert len(seeds) == 1 and seeds[0].state == "pending" and "row_softmax" in seeds[0].directive
+    assert "kernel_forward" in seeds[0].kernel_source and "class ModelNew" in seeds[0].source
+    assert engine.store.candidates_done(engine.problem_id) == 0  # a seed is not a candidate
+
+
+def test_pin_focuses_expansion_on_the_pinned_subtree_and_stays_chosen(engine):
+    store, pid = engine.store, engine.problem_id
+    root = store.root(pid).id
+    a = _add(store, pid, root, ok(1.5))
+    b = _add(store, pid, root, ok(1.1))
+    engine.post(ev.Pin(b))
+    engine.apply_commands()
+    for _ in range(3):  # later, faster nodes elsewhere do not move the pin
+        _add(store, pid, a, ok(3.0), kind="edit")
+    assert store.chosen_node(pid).id == b and store.best_node(pid).id != b
+    exp = engine.next_expansion()
+    assert exp.parent_id in Tree(store.nodes(pid)).subtree(b)
+    assert exp.kind == "edit"
+    engine.post(ev.Unpin(b))
+    engine.apply_commands()
+    assert store.pinned_node(pid) is None and store.chosen_node(pid).speedup == 3.0
+
+
+def test_exclude_and_expand_from_commands(engine):
+    store, pid = engine.store, engine.problem_id
+    root = store.root(pid).id
+    a = _add(store, pid, root, ok(2.0))
+    b = _add(store, pid, root, ok(1.0))
+    engine.post(ev.Exclude(a))
+    engine.apply_commands()
+    tree = Tree(store.nodes(pid))
+    assert store.node(a).excluded and not tree.expandable(a)
+    for _ in range(5):
+        assert engine.next_expansion().parent_id != a
+    engine.post(ev.ExpandFrom(b))
+    engine.apply_commands()
+    exp = engine.next_expansion()
+    assert (exp.parent_id, exp.kind) == (b, "edit")
+
+
+def test_add_child_with_hand_edited_code_is_queued_and_duplicates_are_not(engine):
+    store, pid = engine.store, engine.problem_id
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    edited = seed.source.replace("schedule(static)", "schedule(static, 4)")
+    engine.post(ev.AddChild(seed.id, edited, note="smaller chunks"))
+    engine.post(ev.AddChild(seed.id, edited))
+    engine.apply_commands()
+    users = [n for n in store.nodes(pid) if n.origin == "user"]
+    assert [u.state for u in users] == ["pending", "duplicate"]
+    assert users[1].duplicate_of == users[0].id and users[0].kernel_source.count("schedule(static, 4)") == 1
+    assert store.candidates_done(pid) == 0  # counted once judged
+
+
+def test_set_budget_is_saved_with_the_search_state(engine):
+    engine.post(ev.SetBudget(candidates=30, minutes=2.5))
+    engine.apply_commands()
+    st = engine.store.search_state(engine.problem_id)
+    assert (st.budget_candidates, st.budget_minutes) == (30, 2.5)
+    assert SearchConfig.from_dict(st.config).budget_candidates == 30
