@@ -6,7 +6,6 @@ from __future__ import annotations
 import faulthandler
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` prints every thread's stack
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))  # gui_tree.SyntheticSearch writes realistic sessions
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # kforge_gui_testing (helpers)
 
 
 @pytest.fixture()
@@ -37,6 +37,7 @@ def make_window(qtbot, gui_env):
         folder = settings_dir or (gui_env / "settings")
         folder.mkdir(parents=True, exist_ok=True)
         w = MainWindow(settings_for_tests(folder), first_run=first_run)
+        w.confirm = lambda *_a: True  # no modal question offscreen; tests that check it set their own
         qtbot.addWidget(w)
         w.resize(1400, 900)
         w.show()
@@ -47,16 +48,6 @@ def make_window(qtbot, gui_env):
     for w in made:
         if w.isVisible() or w.controller.running:
             w.close_without_asking()
-
-
-def wait_until(qtbot, predicate, timeout_s: float = 30.0, what: str = "condition") -> None:
-    """Process events until ``predicate()`` holds (a clear failure message if it never does)."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if predicate():
-            return
-        qtbot.wait(20)
-    assert predicate(), f"timed out after {timeout_s:.0f} s waiting for: {what}"
 
 
 @pytest.fixture()

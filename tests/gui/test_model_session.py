@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import REPO, wait_until
+from kforge_gui_testing import REPO, wait_until
 
 
 def test_new_session_from_a_model_file_lists_its_targets(qtbot, make_window):

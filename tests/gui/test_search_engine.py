@@ -4,7 +4,7 @@ hand-edited child are evaluated, shown everywhere, pinned, and still there after
 
 from __future__ import annotations
 
-from conftest import wait_until
+from kforge_gui_testing import wait_until
 
 EDIT_OLD = "scale_row(yr, 1.0f / s, cols);"
 EDIT_NEW = "const float inv = 1.0f / s;\n        scale_row(yr, inv, cols);"
