@@ -42,8 +42,10 @@ def test_cuda_candidate_gets_the_right_status(path, verdicts):
 def test_side_stream_work_is_timed(verdicts):
     honest, hidden = verdicts["ok_rms_norm.py"], verdicts["side_stream.py"]
     assert honest.status == hidden.status == "ok"
-    # 20 launches on a side stream cannot look faster than one on the timed stream
-    assert hidden.latency_ms > 5 * honest.latency_ms, (hidden.latency_ms, honest.latency_ms)
+    # 1 ms of work hidden on a side stream is counted (CUDA events on the timed stream alone would
+    # see only the launch overhead)
+    assert hidden.latency_ms > 0.5 and hidden.latency_ms > 10 * honest.latency_ms, (hidden.latency_ms,
+                                                                                    honest.latency_ms)
 
 
 def test_illegal_access_then_a_normal_candidate(tmp_path):
