@@ -182,6 +182,31 @@ def report(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def seeds_only(problems: list[str], device: str, out: Path) -> list[dict]:
+    """Evaluate just the exemplar seeds (no model): what the search starts from on ``device``."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.exemplars import seed_exemplars
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    language = "cuda" if device.startswith("cuda") else "cpp"
+    rows = []
+    with Evaluator(device=device) as evaluator:
+        for name in problems:
+            problem = load_problem(ROOT / "resources" / "problems" / f"{name}.py")
+            scaffold = build_scaffold(problem, language)
+            for exemplar, code in seed_exemplars(scaffold, problem.source):
+                v = evaluator.evaluate(problem, scaffold.module_source(code))
+                rows.append({"problem": name, "exemplar": exemplar.name, "device": device, "status": v.status,
+                             "speedup": v.speedup, "speedup_compile": v.speedup_compile, "latency_ms": v.latency_ms,
+                             "baseline_ms": v.baseline_ms, "compile_baseline_ms": v.compile_baseline_ms,
+                             "significant": v.significant, "build_s": v.build_s, "reason": v.reason})
+                print(f"{name:<16} {exemplar.name:<12} {v.summary()}", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", nargs="+", default=list(DEFAULT_PROBLEMS))
@@ -192,8 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llm", default=None, help="GGUF (default: the default model)")
     ap.add_argument("--results", default=str(RESULTS))
     ap.add_argument("--report", action="store_true", help="print the markdown tables and exit")
+    ap.add_argument("--seeds", action="store_true", help="only evaluate the exemplar seeds (no model)")
+    ap.add_argument("--device", default="cpu", help="device for --seeds (cpu or cuda)")
     args = ap.parse_args(argv)
     results = Path(args.results)
+    if args.seeds:
+        problems = args.problems if args.problems != list(DEFAULT_PROBLEMS) else sorted(
+            p.stem for p in (ROOT / "resources" / "problems").glob("*.py"))
+        seeds_only(problems, args.device, HERE / "results" / f"search_seeds_{args.device}.jsonl")
+        return 0
     if args.report:
         print(report(load_rows(results)))
         return 0
