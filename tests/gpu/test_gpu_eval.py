@@ -17,7 +17,10 @@ pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
 CUDA = sorted((REPO / "tests" / "candidates" / "cuda").glob("*.py"))
-FORMATS = sorted((REPO / "tests" / "candidates" / "cuda_formats").glob("*.py"))
+# the fast native format, KernelBench's load_inline, and Triton (the same file the CPU suite checks
+# under Triton's interpreter)
+FORMATS = sorted((REPO / "tests" / "candidates" / "cuda_formats").glob("*.py")) + [
+    REPO / "tests" / "candidates" / "triton" / "softmax_ok.py"]
 OPTS = EvalOptions(compare_compile=False, timed_runs=30, warmup_runs=3, run_timeout_s=30, build_timeout_s=400)
 
 
