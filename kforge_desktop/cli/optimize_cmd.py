@@ -346,18 +346,9 @@ def cmd_resume(args) -> int:
         _device(config.device)
         done = store.candidates_done(problem_id)
         pending = len(store.pending_nodes(problem_id))
-        budget = config.budget_candidates
-        if budget is not None and done >= budget and not pending and config.budget_minutes is None:
-            if args.json:
-                print(json.dumps(_summary_json(store, problem_id, "budget"), indent=2))
-            else:
-                print(f"the budget of {budget} candidates is used up; resume with --budget N (N > {done}) to search "
-                      "further.", file=sys.stderr)
-                print(_summary_table(store, problem_id, "budget"))
-            return 0
         if not args.json:
             print(f"resuming {store.problem(problem_id).name}: {done} candidates done, {pending} waiting, budget "
-                  f"{budget}", file=sys.stderr)
+                  f"{config.budget_candidates}", file=sys.stderr)
         generator = _generator(args)
         try:
             return _search(store, problem_id, generator, config, args)

@@ -182,7 +182,6 @@ class SearchEngine:
         self._gen_failures = 0
         self._warned_productivity = False
         self._thread: threading.Thread | None = None
-        self._tree_cache: tuple[int, Tree] | None = None
         self.overlap = config.overlap if config.overlap is not None else not few_cores()
 
     # -- listeners and commands -----------------------------------------------------------------------
@@ -226,13 +225,7 @@ class SearchEngine:
         return self._elapsed0 + (time.monotonic() - self._started)
 
     def _tree(self) -> Tree:
-        """The tree as the store has it now; re-read only when the store's revision moved (the loop
-        polls while a candidate is evaluated, and parsing every verdict five times a second would
-        take CPU from the build on a small machine)."""
-        rev = self.store.revision()
-        if self._tree_cache is None or self._tree_cache[0] != rev:
-            self._tree_cache = (rev, Tree(self.store.nodes(self.problem_id, with_source=False)))
-        return self._tree_cache[1]
+        return Tree(self.store.nodes(self.problem_id, with_source=False))
 
     def _save_state(self, status: str) -> None:
         c = self.config

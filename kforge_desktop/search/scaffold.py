@@ -541,7 +541,7 @@ def split_items(code: str) -> list[CItem]:
 
 def merge_functions(parent: str, answer: str) -> str:
     """Replace the parent's functions (and structs) by the answer's versions of the same name;
-    keep the rest of the parent; add new helpers before the entry point.
+    keep the rest of the parent; add new helpers before the first function that uses them.
     An answer that redefines everything becomes the new file (a rewrite)."""
     old = split_items(parent)
     new = split_items(answer)
@@ -561,14 +561,12 @@ def merge_functions(parent: str, answer: str) -> str:
         if line not in seen_lines:
             out.append(line)
             seen_lines.add(line)
-    # new helpers go just before the entry point: they may call the parent's helpers, and the entry
-    # point calls them
     pending_added = list(added)
     body: list[str] = []
     for it in old:
         if it.kind == "line":
             continue
-        if pending_added and it.kind == "function" and it.name == FUNCTION:
+        if pending_added and it.kind == "function":
             body.extend(a.text for a in pending_added)
             pending_added = []
         body.append(new_named[it.name].text if it.name in new_named else it.text)
