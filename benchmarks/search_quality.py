@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-tokens", type=int, default=768)
+    ap.add_argument("--max-tokens", type=int, default=1024)  # the product's default
     ap.add_argument("--llm", default=None, help="GGUF (default: the default model)")
     ap.add_argument("--results", default=str(RESULTS))
     ap.add_argument("--report", action="store_true", help="print the markdown tables and exit")

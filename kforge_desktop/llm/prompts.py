@@ -72,11 +72,13 @@ class PromptContext:
     arguments: str = ""  # one line per argument
     parent_code: str = ""  # kernel (or module) to edit or repair
     parent_summary: str = ""  # the parent's verdict in one line
+    edit_intro: str = ""  # edit: what the parent is, when not "this kernel is correct"
     error: str = ""  # compiler errors or mismatch statistics (repair)
     directive: str = ""  # the one change to make
     failed: tuple[str, ...] = ()  # approaches tried from this parent that did not work
     exemplar: str = ""  # a correct kernel of a similar op, in the same format
     exemplar_about: str = ""
+    exemplar_missing: tuple[str, ...] = ()  # operators of the problem the exemplar does not compute
     target: str = ""  # edit: the one function to rewrite ("" = the entry point)
 
     def __post_init__(self) -> None:
@@ -134,6 +136,11 @@ def _sections(ctx: PromptContext) -> list[tuple[str, str]]:
             out.append(("exemplar", f"Here is a correct kernel for a similar operation{about}, in the same "
                         "format. Start from it, and change it wherever this model computes something else (check "
                         "every operation listed above):\n" + _fenced(ctx.exemplar, fence)))
+            if ctx.exemplar_missing:
+                ops = ", ".join(ctx.exemplar_missing)
+                out.append(("exemplar", f"That kernel does not compute {ops}; this model also applies it (see the "
+                            "order of operations above). Add exactly that to it, in the loop that writes the output, "
+                            "and keep the rest as it is."))
         out.append(("task", f"Write the kernel ({fn})."))
         if ctx.directive:
             out.append(("directive", f"Approach: {ctx.directive}"))
@@ -143,10 +150,13 @@ def _sections(ctx: PromptContext) -> list[tuple[str, str]]:
                     f"```{fence} block."))
     elif ctx.kind == "edit":
         summary = f" ({ctx.parent_summary})" if ctx.parent_summary else ""
-        out.append(("task", f"This kernel is correct{summary}:"))
+        out.append(("task", ctx.edit_intro or f"This kernel is correct{summary}:"))
         out.append(("parent", _fenced(ctx.parent_code, fence)))
         target = ctx.target or fn
-        if target != fn:
+        if ctx.edit_intro:  # completing a kernel: the results change on purpose
+            out.append(("directive", f"Make ONE change, only inside the function `{target}`: {ctx.directive}\n"
+                        f"Keep the name and parameters of `{target}`. Change nothing else."))
+        elif target != fn:
             out.append(("directive", f"Make ONE change to make it faster, only inside the function `{target}`: "
                         f"{ctx.directive}\nKeep the name and parameters of `{target}` and keep the results "
                         "identical. Change nothing else."))
@@ -238,7 +248,7 @@ def fit(ctx: PromptContext, count_tokens: Callable[[str], int], context_size: in
         if step == "failed" and ctx.failed:
             ctx = replace(ctx, failed=())
         elif step == "exemplar" and ctx.exemplar:
-            ctx = replace(ctx, exemplar="", exemplar_about="")
+            ctx = replace(ctx, exemplar="", exemplar_about="", exemplar_missing=())
         elif step == "device" and ctx.device:
             ctx = replace(ctx, device="")
         elif step == "error" and ctx.error:

@@ -8,6 +8,7 @@ remember what was already tried from a node and failed, so it is not asked for a
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 
@@ -15,6 +16,13 @@ from dataclasses import dataclass
 class Directive:
     key: str
     text: str  # the instruction as the prompt states it
+    example: str = ""  # the pattern in a few lines of code: a small model copies a pattern far better
+    #                    than it turns a sentence into code (shown in edit requests)
+
+    def prompt_text(self, fence: str) -> str:
+        if not self.example:
+            return self.text
+        return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{self.example.strip()}\n```"
 
 
 # the first expansion from the root: correctness first
@@ -30,22 +38,65 @@ CORRECT_FIRST = {
 DIRECTIVES: dict[str, tuple[Directive, ...]] = {
     "cpp": (
         Directive("openmp_rows", "Parallelize the loop over independent rows (or groups) with "
-                  "`#pragma omp parallel for schedule(static)`."),
+                  "`#pragma omp parallel for schedule(static)`.",
+                  "#pragma omp parallel for schedule(static)\n"
+                  "for (int64_t r = 0; r < rows; ++r) {\n"
+                  "    const float* xr = x + r * cols;  // this row's input\n"
+                  "    float* yr = out + r * cols;      // this row's output\n"
+                  "    // ... the same per-row work as before ...\n"
+                  "}"),
         Directive("simd_inner", "Make the inner loops SIMD-friendly: `#pragma omp simd` (with `reduction(+ : s)` "
-                  "for sums), no branches or function calls inside, contiguous access."),
+                  "for sums, `reduction(max : m)` for a maximum), no branches or function calls inside, "
+                  "contiguous access.",
+                  "float s = 0.0f;\n"
+                  "#pragma omp simd reduction(+ : s)\n"
+                  "for (int64_t c = 0; c < cols; ++c) s += v[c];\n"
+                  "float m = -INFINITY;\n"
+                  "#pragma omp simd reduction(max : m)\n"
+                  "for (int64_t c = 0; c < cols; ++c) m = std::max(m, v[c]);"),
         Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
                   "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
-                  "in the next."),
+                  "in the next.",
+                  "float s = 0.0f, ss = 0.0f;                    // sum and sum of squares together\n"
+                  "for (int64_t c = 0; c < cols; ++c) { s += v[c]; ss += v[c] * v[c]; }\n"
+                  "float m = -INFINITY, e = 0.0f;                // online max and sum of exp(v - max)\n"
+                  "for (int64_t c = 0; c < cols; ++c) {\n"
+                  "    if (v[c] > m) { e *= std::exp(m - v[c]); m = v[c]; }\n"
+                  "    e += std::exp(v[c] - m);\n"
+                  "}"),
         Directive("hoist_invariants", "Hoist loop invariants: precompute reciprocals (multiply instead of "
-                  "divide), row pointers and constants outside the inner loops; mark pointers `__restrict__`."),
+                  "divide), row pointers and constants outside the inner loops. Inputs stay `const float*`: "
+                  "never write into them.",
+                  "const float inv = 1.0f / d;                   // once, before the loop\n"
+                  "for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * inv;   // multiply, not divide"),
         Directive("unroll_accumulators", "Unroll the reduction loop by 4 with four independent accumulators, "
-                  "combined at the end (shorter dependency chains)."),
+                  "combined at the end (shorter dependency chains).",
+                  "float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n"
+                  "int64_t c = 0;\n"
+                  "for (; c + 4 <= cols; c += 4) { s0 += v[c]; s1 += v[c + 1]; s2 += v[c + 2]; s3 += v[c + 3]; }\n"
+                  "for (; c < cols; ++c) s0 += v[c];                // the tail\n"
+                  "const float s = (s0 + s1) + (s2 + s3);"),
         Directive("cache_blocking", "Block the work so each chunk of data is reused while it is in L1/L2 cache "
-                  "(process a few rows or a tile at a time)."),
+                  "(process a few rows or a tile at a time). Every row must still be processed.",
+                  "const int64_t tile = 8;\n"
+                  "#pragma omp parallel for schedule(static)\n"
+                  "for (int64_t r0 = 0; r0 < rows; r0 += tile) {\n"
+                  "    const int64_t r1 = std::min(rows, r0 + tile);\n"
+                  "    for (int64_t r = r0; r < r1; ++r) {\n"
+                  "        // ... the same per-row work as before ...\n"
+                  "    }\n"
+                  "}"),
         Directive("fuse_epilogue", "Fuse the whole chain into the kernel's final loop: apply the scale, bias "
-                  "and activation while writing the output, without an extra pass over memory."),
+                  "and activation while writing the output, without an extra pass over memory.",
+                  "for (int64_t c = 0; c < cols; ++c) {\n"
+                  "    float v = xr[c] * a + b;                  // the normalisation or scale\n"
+                  "    yr[c] = v / (1.0f + std::exp(-v));        // then this model's activation (SiLU here), same loop\n"
+                  "}"),
         Directive("float_math", "Use single-precision math functions and constants everywhere (`expf`, "
-                  "`tanhf`, `sqrtf`, `1.0f`), no doubles in the inner loop."),
+                  "`tanhf`, `sqrtf`, `1.0f`), no doubles in the inner loop.",
+                  "const float half = 0.5f;                      // not 0.5 (a double)\n"
+                  "float e = std::exp(v);                        // float overload (or expf)\n"
+                  "float r = 1.0f / std::sqrt(q + eps);"),
     ),
     "cuda": (
         Directive("vectorized_loads", "Use vectorized memory access: load and store `float4` when the row "
@@ -81,7 +132,24 @@ def directive_by_key(language: str, key: str) -> Directive | None:
     return next((d for d in DIRECTIVES.get(language, ()) if d.key == key), None)
 
 
-def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False) -> Directive:
+def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
+    """Whether asking for directive ``key`` on this kernel can change anything: a kernel that already
+    runs its rows in parallel gets no "parallelize the rows" (the model answers with the same code, a
+    duplicate that costs a minute of generation and no candidate), a lone operator has no epilogue."""
+    if key == "openmp_rows":
+        return "omp parallel" not in kernel
+    if key == "simd_inner":
+        loops = re.findall(r"(#pragma[^\n]*\n\s*)?for\s*\(", kernel)
+        return any("simd" not in (p or "") for p in loops)
+    if key == "fuse_epilogue":
+        return len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
+    if key == "float_math":
+        return bool(re.search(r"\b(double|[0-9]\.[0-9]*)(?![0-9.]*f)\b|\b(exp|sqrt|tanh|log|pow)\s*\(", kernel))
+    return True
+
+
+def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False,
+                     kernel: str = "", aten_ops: tuple[str, ...] = ()) -> Directive:
     """The next directive for a node, given what was tried from it (key -> outcome: ok | failed | pending).
 
     Order: the correctness-first directive for a node's very first expansion when ``first``; then
@@ -92,7 +160,7 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
         return CORRECT_FIRST[language]
     pool = list(DIRECTIVES.get(language, DIRECTIVES["cpp"]))
     rng.shuffle(pool)
-    untried = [d for d in pool if d.key not in tried]
+    untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
     if untried:
         return untried[0]
     worked = [d for d in pool if tried.get(d.key) == "ok"]
@@ -115,6 +183,8 @@ def edit_target(functions: list[tuple[str, str]], key: str, entry: str, rng: ran
     helpers = [(n, t) for n, t in functions if n != entry]
     if key in REDUCTION_DIRECTIVES:
         helpers = [(n, t) for n, t in helpers if "reduction" in t or "+=" in t]
+    elif key == "simd_inner":
+        helpers = [(n, t) for n, t in helpers if applicable(key, t)]
     else:
         helpers = [(n, t) for n, t in helpers if "for" in t]
     if not helpers:

@@ -38,7 +38,15 @@ from ..store import SearchState, SessionStore
 from . import events as ev
 from .config import SearchConfig
 from .directives import CORRECT_FIRST, choose_directive, directive_by_key, edit_target
-from .exemplars import best_exemplar, seed_exemplars
+from .exemplars import (
+    EPILOGUE_OPS,
+    best_exemplar,
+    epilogue_missing,
+    exemplar_named,
+    missing_ops,
+    output_writer,
+    seed_exemplars,
+)
 from .scaffold import (
     FUNCTION,
     PRELUDE,
@@ -57,6 +65,7 @@ from .strategies import MCTSParams, pending_repair, select
 from .tree import Tree, backprop, reward
 
 Listener = Callable[[ev.Event], None]
+MAX_REPEATS = 8  # answers in a row that only repeat earlier kernels before the search gives up
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,23 @@ class Expansion:
     directive: str  # directive key ("key@function" when an edit targets one helper function)
     directive_text: str
     target: str = ""  # edit: the function to rewrite
+
+
+def _signature_mismatch(scaffold: Scaffold, kernel: str) -> str | None:
+    """The compiler accepts an entry point with other parameters than the stated signature, and the
+    call would then fail at run time ("takes 9 arguments, got 11"); say so before any build."""
+    from ..kernels.native import parse_exports
+
+    found = parse_exports(kernel).get(scaffold.function)
+    if found is None:
+        return None
+    want = [a.name for a in scaffold.args] + (["stream"] if scaffold.language == "cuda" else [])
+    have = [n for _, n in found[1]]
+    if len(have) == len(want):
+        return None
+    return (f"kernel.{'cu' if scaffold.language == 'cuda' else 'cpp'}:1:1: error: {scaffold.function} takes "
+            f"{len(have)} parameters ({', '.join(have)}) but the stated signature has {len(want)} "
+            f"({', '.join(want)}): keep the signature exactly as given\n")
 
 
 def few_cores() -> bool:
@@ -124,10 +150,14 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
             from ..llm.extract import normalize_code
 
             for exemplar, code in seed_exemplars(scaffold, problem.source):
+                left_out = epilogue_missing(exemplar, scaffold)
+                note = f"exemplar {exemplar.name}: {exemplar.about}"
+                if left_out:
+                    note += f" Leaves out {', '.join(left_out)}: its repair asks the model to add that."
                 store.add_node(
                     problem_id, root_id, "seed", "seed", language, source=scaffold.module_source(code),
                     kernel_source=code, directive=f"exemplar:{exemplar.name}",
-                    norm_code=normalize_code(code, language), note=f"exemplar {exemplar.name}: {exemplar.about}",
+                    norm_code=normalize_code(code, language), note=note,
                 )
         store.save_search_state(SearchState(
             problem_id=problem_id, strategy=config.strategy, budget_candidates=config.budget_candidates,
@@ -327,6 +357,21 @@ class SearchEngine:
             if self._gen_failures >= 3:
                 self._log("the model failed three times in a row; stopping", "error")
                 return "error"
+            if self._repeats_in_a_row() >= MAX_REPEATS:
+                self._log(f"the model's last {MAX_REPEATS} answers all repeated earlier kernels; stopping (a larger "
+                          "model or a higher temperature will explore further)", "warning")
+                return "budget"
+
+    def _repeats_in_a_row(self) -> int:
+        """How many of the newest LLM answers were duplicates (not candidates, but time spent)."""
+        n = 0
+        for node in sorted(self._tree().nodes.values(), key=lambda x: -x.id):
+            if node.origin != "llm":
+                continue
+            if node.state != "duplicate":
+                break
+            n += 1
+        return n
 
     def _max_inflight(self) -> int:
         return max(1, int(getattr(self.evaluator, "workers", 1))) if self.overlap else 1
@@ -473,6 +518,8 @@ class SearchEngine:
         text = scaffold.kernel_file(kernel) if scaffold else PRELUDE.get(node.language, "") + "\n" + kernel
         t0 = time.perf_counter()
         err = syntax_check(text, node.language)
+        if err is None and scaffold is not None:
+            err = _signature_mismatch(scaffold, kernel)
         if err is None:
             return None
         first = next((ln.strip() for ln in err.splitlines() if "error" in ln), err.strip().splitlines()[0] if err.strip() else err)
@@ -563,24 +610,60 @@ class SearchEngine:
             else:
                 kind = "whole" if node.origin == "root" else "edit"
         if kind == "repair":
+            completion = self._completion(node) if scaffold is not None else None
+            if completion is not None:
+                return completion
             return Expansion(node_id, "repair", "repair", "fix the error")
         n_children = len(tree.children(node_id, counted=False))
         rng = random.Random(f"{self.config.seed}:{node_id}:{n_children}")
-        if self.config.strategy == "best-of-n" and node.origin == "root":
+        full = None
+        if node.origin == "root" and kind == "whole":
+            # a kernel from scratch: correctness first. Once the model has answered that request by
+            # copying the exemplar unchanged (or has a correct kernel already), later whole kernels
+            # are the exemplar rewritten with one named optimization, so that they differ
             d = CORRECT_FIRST.get(self.language) or choose_directive(self.language, {}, rng)
-        elif node.origin == "root" and kind == "whole":
-            # a kernel from scratch: ask for correctness every time (samples differ by their seed);
-            # speed comes from edits of correct nodes, which a small model gets right far more often
-            d = CORRECT_FIRST.get(self.language) or choose_directive(self.language, {}, rng)
+            answered = [k for k in tree.children(node_id, False) if k.kind == "whole"
+                        and (k.state == "duplicate" or (k.verdict is not None and k.verdict.status == "ok"))]
+            found = best_exemplar(scaffold, self.problem.source) if scaffold is not None and self.config.exemplars else None
+            if answered and found is not None:
+                tried = {k.directive: "failed" for k in tree.children(node_id, False) if k.kind == "whole"}
+                d = choose_directive(self.language, tried, rng, kernel=found[1], aten_ops=scaffold.aten_ops)
+                return Expansion(node_id, kind, d.key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"))
         else:
-            d = choose_directive(self.language, tree.tried(node_id), rng, first=node.origin == "root")
+            full = self.store.node(node_id) if kind == "edit" else None
+            d = choose_directive(self.language, tree.tried(node_id), rng, first=node.origin == "root",
+                                 kernel=full.kernel_source if full else "",
+                                 aten_ops=scaffold.aten_ops if scaffold else ())
         if kind == "edit":
-            full = self.store.node(node_id)
+            full = full or self.store.node(node_id)
             functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"]
             target = edit_target(functions, d.key, FUNCTION, rng)
             key = d.key if target == FUNCTION else f"{d.key}@{target}"
-            return Expansion(node_id, kind, key, d.text, target)
+            return Expansion(node_id, kind, key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"), target)
         return Expansion(node_id, kind, d.key, d.text)
+
+    def _completion(self, node) -> Expansion | None:
+        """The repair of a seed that leaves out an elementwise epilogue on purpose: one named change
+        in the function that writes the output ("apply silu to every value you store")."""
+        if node.origin != "seed" or not node.directive.startswith("exemplar:"):
+            return None
+        scaffold = self.scaffold()
+        exemplar = exemplar_named(node.directive.split(":", 1)[1], self.language)
+        missing = epilogue_missing(exemplar, scaffold) if exemplar is not None else []
+        if not missing:
+            return None
+        full = self.store.node(node.id)
+        target = output_writer(full.kernel_source, scaffold)
+        table = EPILOGUE_OPS[self.language]
+        expr = "v"
+        for op in missing:
+            expr = table[op].replace("v", f"({expr})") if expr != "v" else table[op]
+        names = " then ".join(missing)
+        text = (f"The kernel computes everything except the final {names}. Apply {names} to every value `{target}` "
+                f"stores: compute the value exactly as now into `float v`, then store `{expr}` instead.")
+        text += f"\nThe pattern:\n```{'cuda' if self.language == 'cuda' else 'cpp'}\nfloat v = /* the value stored now */;\n" \
+                f"y[i] = {expr};\n```"
+        return Expansion(node.id, "repair", f"complete:{'+'.join(missing)}@{target}", text, target)
 
     def _prompt(self, exp: Expansion, tree: Tree) -> prompts.PromptContext:
         parent = self.store.node(exp.parent_id)
@@ -595,12 +678,19 @@ class SearchEngine:
             if self.config.exemplars and scaffold is not None:
                 found = best_exemplar(scaffold, self.problem.source)
                 if found:
-                    ctx = replace(ctx, exemplar=found[1], exemplar_about=found[0].about)
+                    table = EPILOGUE_OPS.get(self.language, {})
+                    missing = tuple(f"{op} (of a value v: {table[op]})" if op in table else op
+                                    for op in missing_ops(found[0], scaffold))
+                    ctx = replace(ctx, exemplar=found[1], exemplar_about=found[0].about, exemplar_missing=missing)
             return ctx
         if exp.kind == "edit":
             return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=parent.kernel_source,
                                          parent_summary=prompts.parent_summary(parent.verdict),
                                          target=exp.target, **common)
+        if exp.kind == "repair" and exp.directive.startswith("complete:"):
+            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=parent.kernel_source,
+                                         target=exp.target, edit_intro="This kernel is correct except that it "
+                                         "leaves out the last operation:", **common)
         if exp.kind == "repair":
             code = parent.kernel_source if scaffold is not None else parent.source
             common["failed"] = ()

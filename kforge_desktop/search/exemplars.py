@@ -9,7 +9,13 @@ Files live in ``resources/exemplars/<language>/*.cpp|*.cu``; a short comment hea
 
     // exemplar: rms_norm
     // keywords: rmsnorm rms rsqrt pow mean norm eps weight
+    // ops: pow mean add rsqrt mul rms_norm
     // about: one sentence on what it computes
+
+``ops`` names the PyTorch operators the exemplar computes. An exemplar is placed as a seed only when
+it covers every operator the problem's forward runs: GroupNorm's exemplar is not a seed for
+GroupNorm + SiLU (it would be a wrong first node). It is then shown in the prompt with the missing
+operators named, which turns a from-scratch kernel into a one-line change for the model.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class Exemplar:
     about: str
     code: str  # the kernel text without the header comment
     path: str
+    ops: tuple[str, ...] = ()  # the PyTorch operators it computes (empty: not stated)
+    output: str = "like-input"  # its output's size: like-input | per-row (one value per row)
 
     def params(self) -> list[tuple[str, str]]:
         """(C type, name) of the entry point's parameters, the CUDA stream excluded."""
@@ -56,12 +64,13 @@ def load_exemplars(language: str = "cpp") -> tuple[Exemplar, ...]:
     out = []
     for path in sorted(folder.glob("*" + SUFFIX[language])):
         text = path.read_text()
-        meta = dict(re.findall(r"^//\s*(exemplar|keywords|about):\s*(.*)$", text, re.M))
-        code = "\n".join(ln for ln in text.splitlines() if not re.match(r"//\s*(exemplar|keywords|about):", ln))
+        meta = dict(re.findall(r"^//\s*(exemplar|keywords|ops|output|about):\s*(.*)$", text, re.M))
+        code = "\n".join(ln for ln in text.splitlines() if not re.match(r"//\s*(exemplar|keywords|ops|output|about):", ln))
         out.append(Exemplar(
             name=meta.get("exemplar", path.stem), language=language,
             keywords=tuple(meta.get("keywords", "").lower().split()), about=meta.get("about", ""),
-            code=code.strip() + "\n", path=str(path),
+            code=code.strip() + "\n", path=str(path), ops=tuple(meta.get("ops", "").split()),
+            output=meta.get("output", "like-input").strip(),
         ))
     return tuple(out)
 
@@ -143,6 +152,20 @@ def adapt(ex: Exemplar, scaffold: Scaffold) -> str | None:
     return head + sig + " {" + inner + rest
 
 
+def missing_ops(ex: Exemplar, scaffold: Scaffold) -> list[str]:
+    """The problem's operators (in the order its forward runs them) that the exemplar does not compute;
+    empty when it covers them all or when either side does not say."""
+    if not ex.ops or not scaffold.aten_ops:
+        return []
+    covered = set(ex.ops)
+    out: list[str] = []
+    for op in scaffold.aten_ops:
+        name = op.lstrip("_").removeprefix("native_")
+        if op not in covered and name not in covered and op not in out:
+            out.append(op)
+    return out
+
+
 # -- retrieval ---------------------------------------------------------------------------------------
 
 
@@ -189,6 +212,66 @@ def best_exemplar(scaffold: Scaffold, source: str) -> tuple[Exemplar, str] | Non
     return ex, adapted or ex.code
 
 
+# operators applied to every output value, as C expressions of the value ``v`` (per language): when an
+# exemplar leaves out only these, completing it is a one-line change the model is asked for by name
+EPILOGUE_OPS = {
+    "cpp": {"silu": "v / (1.0f + std::exp(-v))", "relu": "std::max(v, 0.0f)", "sigmoid": "1.0f / (1.0f + std::exp(-v))",
+            "tanh": "std::tanh(v)", "gelu": "0.5f * v * (1.0f + std::erf(v * 0.70710678f))", "neg": "-v",
+            "abs": "std::fabs(v)", "exp": "std::exp(v)", "hardswish": "v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f"},
+    "cuda": {"silu": "v / (1.0f + expf(-v))", "relu": "fmaxf(v, 0.0f)", "sigmoid": "1.0f / (1.0f + expf(-v))",
+             "tanh": "tanhf(v)", "gelu": "0.5f * v * (1.0f + erff(v * 0.70710678f))", "neg": "-v", "abs": "fabsf(v)",
+             "exp": "expf(v)", "hardswish": "v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f"},
+}
+
+
+def epilogue_missing(ex: Exemplar, scaffold: Scaffold) -> list[str]:
+    """The missing operators when all of them are elementwise epilogues the problem applies last
+    (GroupNorm's exemplar for GroupNorm + SiLU); empty otherwise."""
+    missing = missing_ops(ex, scaffold)
+    table = EPILOGUE_OPS.get(scaffold.language, {})
+    if not missing or any(op not in table for op in missing):
+        return []
+    tail = list(scaffold.aten_ops[-len(missing):])
+    return missing if tail == missing else []
+
+
+def output_fits(ex: Exemplar, scaffold: Scaffold) -> bool:
+    """Whether the exemplar writes as many values as the problem's one output holds."""
+    if len(scaffold.outputs) != 1:
+        return False
+    inputs = [a.name for a in scaffold.args if a.role == "input"]
+    out, primary = scaffold.shapes.get(scaffold.outputs[0]), scaffold.shapes.get(inputs[0]) if inputs else None
+    if out is None or not primary:
+        return False
+    want = math.prod(primary) if ex.output == "like-input" else math.prod(primary[:-1])
+    return math.prod(out) == want
+
+
 def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: float = 3.0) -> list[tuple[Exemplar, str]]:
-    """Exemplars to place in the tree as seeds: those that adapt exactly and clearly match."""
-    return [(ex, code) for score, ex, code in rank(scaffold, source) if code is not None and score >= min_score][:limit]
+    """Exemplars to place in the tree as seeds: those that adapt exactly, clearly match and compute
+    every operator of the problem, or all but an elementwise epilogue at the end (that seed is
+    incomplete on purpose: its repair asks the model to add exactly that). An exemplar that leaves
+    out anything else is no seed: it would be a wrong first node, and on targets whose output is
+    smaller than their input, such as pooling, it would write out of bounds."""
+    return [(ex, code) for score, ex, code in rank(scaffold, source)
+            if code is not None and score >= min_score and output_fits(ex, scaffold)
+            and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))][:limit]
+
+
+def exemplar_named(name: str, language: str) -> Exemplar | None:
+    return next((ex for ex in load_exemplars(language) if ex.name == name), None)
+
+
+def output_writer(code: str, scaffold: Scaffold) -> str:
+    """The function that stores the output values: a helper that assigns through a non-const float
+    pointer parameter, else the entry point."""
+    from .scaffold import split_items
+
+    for it in split_items(code):
+        if it.kind != "function" or it.name == scaffold.function:
+            continue
+        head = it.text[: it.text.index("{")]
+        outs = re.findall(r"(?<!const )\bfloat\s*\*\s*(?:__restrict__\s+)?(\w+)", head)
+        if any(re.search(rf"\b{o}\s*\[[^\]]*\]\s*=(?!=)", it.text) for o in outs):
+            return it.name
+    return scaffold.function

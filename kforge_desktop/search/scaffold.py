@@ -606,6 +606,7 @@ _CONST_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: invalid conversio
                         r"[‘'`](\w+)\s*\*[’'`]")
 _DECL = re.compile(r"^(\s*)(?!const\b)((?:unsigned\s+)?\w+\s*\*\s*(?:__restrict__\s+)?\w+\s*=)")
 _COLLAPSE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: not enough (?:for )?loops to collapse")
+_ANY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error:")
 _UNDECLARED = re.compile(r"error: [‘'`](\w+)[’'`] was not declared in this scope")
 
 
@@ -639,7 +640,9 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
     compiler's own messages; no judgement, so no LLM call and no budget spent:
 
     - a pointer into a ``const`` input declared without ``const`` (``float* xr = x + r * cols;``);
-    - ``collapse(n)`` on an OpenMP loop nest that no longer has n loops;
+    - ``collapse(n)`` on an OpenMP loop nest that no longer has n loops, and any other OpenMP pragma
+      the compiler rejects (dropped: a pragma only speeds a correct loop up);
+    - ``const float const`` (a repeated qualifier);
     - a helper used before it is defined (forward declarations are added);
     - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``.
 
@@ -662,6 +665,18 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
                 lines[k] = re.sub(r"\s*collapse\s*\(\s*\d+\s*\)", "", lines[k])
                 notes.append("collapse clause")
                 break
+    for m in _ANY_ERR.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and re.match(r"\s*#\s*pragma\s+omp\b", lines[idx]):
+            lines[idx] = ""  # an OpenMP pragma only ever speeds a correct loop up: without it, still correct
+            if "OpenMP pragma" not in notes:
+                notes.append("OpenMP pragma")
+    for i, line in enumerate(lines):
+        fixed = re.sub(r"\bconst\s+((?:unsigned\s+)?\w+)\s+const\b(?!\s*\*)", r"const \1", line)
+        if fixed != line:
+            lines[i] = fixed
+            if "duplicate const" not in notes:
+                notes.append("duplicate const")
     text = "\n".join(lines)
     undeclared = set(_UNDECLARED.findall(errors))
     items = split_items(text)

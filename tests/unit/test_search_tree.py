@@ -131,6 +131,25 @@ def test_directives_skip_what_already_failed_from_the_node():
     assert "slower" in failed["x"]
 
 
+def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
+    """A kernel that already runs rows in parallel is not asked to (the model would repeat it: a wasted
+    minute); a lone operator has no epilogue to fuse; edit requests carry the pattern to copy."""
+    from kforge_desktop.search.directives import applicable, directive_by_key
+
+    parallel = ("static inline float row_sum(const float* v, int64_t n) {\n  float s = 0.0f;\n"
+                "  #pragma omp simd reduction(+ : s)\n  for (int64_t i = 0; i < n; ++i) s += v[i];\n  return s;\n}\n"
+                'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+                "  #pragma omp parallel for\n  for (int64_t r = 0; r < rows; ++r) out[r] = row_sum(x + r * cols, cols);\n}\n")
+    assert not applicable("openmp_rows", parallel) and applicable("openmp_rows", parallel.replace("parallel for", ""))
+    assert not applicable("fuse_epilogue", parallel, ("softmax",))
+    assert applicable("fuse_epilogue", parallel, ("native_group_norm", "silu"))
+    picks = {choose_directive("cpp", {"straightforward": "ok"}, random.Random(s), kernel=parallel,
+                              aten_ops=("softmax",)).key for s in range(40)}
+    assert picks and not picks & {"openmp_rows", "fuse_epilogue"}
+    text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp")
+    assert "```cpp" in text and "s0 += v[c]" in text
+
+
 # -- the engine's choices, with a real session file and no model -------------------------------------
 
 

@@ -1,5 +1,6 @@
 // exemplar: relu
 // keywords: relu elementwise activation max clamp
+// ops: relu clamp clamp_min
 // about: an elementwise map over every element of x (here ReLU), row by row.
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,6 @@
 // exemplar: row_softmax
 // keywords: softmax row exp max sum normalize attention logits dim
+// ops: softmax _softmax exp amax max sum sub div
 // about: softmax over the last dimension, one row at a time: max, then exp and sum, then scale.
 #include <algorithm>
 #include <cmath>

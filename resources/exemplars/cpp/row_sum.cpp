@@ -1,5 +1,7 @@
 // exemplar: row_sum
 // keywords: sum reduce reduction row mean dim keepdim total
+// ops: sum
+// output: per-row
 // about: sum over the last dimension: one output value per row (out has `rows` elements).
 #include <cmath>
 #include <cstdint>

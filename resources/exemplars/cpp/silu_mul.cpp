@@ -1,5 +1,6 @@
 // exemplar: silu_mul
 // keywords: silu swish swiglu sigmoid gate mul multiply elementwise activation mlp
+// ops: silu mul sigmoid
 // about: silu(a) * b elementwise (the SwiGLU gate), silu(a) = a / (1 + exp(-a)).
 #include <cmath>
 #include <cstdint>

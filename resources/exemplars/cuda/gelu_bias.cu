@@ -1,5 +1,6 @@
 // exemplar: gelu_bias
 // keywords: gelu tanh bias add elementwise activation 0.7978845608 0.044715 approximate
+// ops: add mul tanh pow gelu
 // about: bias add then tanh-approximated GELU, elementwise over [rows, cols]; grid-stride loop.
 #include <cuda_runtime.h>
 #include <cstdint>

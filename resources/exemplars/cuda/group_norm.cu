@@ -1,5 +1,6 @@
 // exemplar: group_norm
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias
+// ops: native_group_norm group_norm
 // about: GroupNorm on [batch, channels, spatial]: one block per (sample, group) computes the statistics
 // of its contiguous slice, then applies the per-channel affine.
 #include <cuda_runtime.h>

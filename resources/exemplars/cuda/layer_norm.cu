@@ -1,5 +1,6 @@
 // exemplar: layer_norm
 // keywords: layernorm layer_norm norm mean variance var eps weight bias affine normalize
+// ops: native_layer_norm layer_norm
 // about: LayerNorm over the last dimension: one block per row, block-wide sums via warp shuffles.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,5 +1,6 @@
 // exemplar: relu
 // keywords: relu elementwise activation max clamp
+// ops: relu clamp clamp_min
 // about: an elementwise map over every element of x (here ReLU) with a grid-stride loop.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,5 +1,6 @@
 // exemplar: rms_norm
 // keywords: rmsnorm rms_norm rms rsqrt pow mean norm eps weight scale
+// ops: pow mean add rsqrt mul sqrt div rms_norm
 // about: RMSNorm over the last dimension: one block per row, float4 loads when the row allows it.
 #include <cuda_runtime.h>
 #include <cstdint>

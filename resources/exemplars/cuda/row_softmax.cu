@@ -1,5 +1,6 @@
 // exemplar: row_softmax
 // keywords: softmax row exp max sum normalize attention logits dim
+// ops: softmax _softmax exp amax max sum sub div
 // about: softmax over the last dimension: one block per row, block-wide max and sum via warp shuffles.
 #include <cuda_runtime.h>
 #include <cstdint>

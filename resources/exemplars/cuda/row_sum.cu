@@ -1,5 +1,7 @@
 // exemplar: row_sum
 // keywords: sum reduce reduction row mean dim keepdim total
+// ops: sum
+// output: per-row
 // about: sum over the last dimension (out has `rows` elements): one warp per row, shuffles to reduce.
 #include <cuda_runtime.h>
 #include <cstdint>

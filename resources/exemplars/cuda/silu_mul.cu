@@ -1,5 +1,6 @@
 // exemplar: silu_mul
 // keywords: silu swish swiglu sigmoid gate mul multiply elementwise activation mlp
+// ops: silu mul sigmoid
 // about: silu(a) * b elementwise; float4 loads when the size allows, grid-stride loop.
 #include <cuda_runtime.h>
 #include <cstdint>
