@@ -72,7 +72,7 @@ def run_one(problem_name: str, config_name: str, budget: int, seed: int, model_p
     row = collect(store, pid)
     row.update(problem=problem_name, config=config_name, strategy=strategy, budget=budget, seed=seed,
                model=Path(model_path).name, max_tokens=max_tokens, wall_s=wall, reason=finished.reason,
-               session=str(path.relative_to(ROOT)), host=platform.node(), cores=os.cpu_count())
+               session=os.path.relpath(path, ROOT), host=platform.node(), cores=os.cpu_count())
     store.close()
     return row
 

@@ -50,7 +50,9 @@ def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) ->
         limit = widening_limit(node.visits, params.widening_k, params.widening_alpha)
         if attempts < limit and tree.expandable(node_id):
             return node_id
-        options = [k for k in kids if tree.expandable(k.id)]
+        # through correct children, and through a failed one whose repair is correct (an incomplete
+        # seed and its completion): the correct node below must stay reachable
+        options = [k for k in kids if tree.expandable(k.id) or any(tree.expandable(i) for i in tree.subtree(k.id))]
         if not options:
             return node_id
         parent_visits = max(node.visits, 1)

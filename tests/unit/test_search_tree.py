@@ -88,6 +88,16 @@ def test_mcts_never_descends_into_failed_excluded_or_duplicate_children():
     assert not tree.expandable(3) and not tree.expandable(5)
 
 
+def test_mcts_reaches_a_correct_repair_below_a_failed_seed():
+    """An incomplete seed (GroupNorm's exemplar for GroupNorm + SiLU) fails; its completion is the
+    first correct kernel. MCTS must refine that one, not keep writing kernels from scratch."""
+    nodes = [node(1, None, origin="root", visits=4, value=0.6),
+             node(2, 1, origin="seed", kind="seed", verdict=Verdict("incorrect", "x"), visits=2, value=0.6),
+             node(3, 2, kind="repair", verdict=ok(0.4), visits=1, value=0.6),
+             node(4, 1, verdict=Verdict("compile_error", "x"), visits=1, value=0.1)]
+    assert select("mcts", Tree(nodes), 1) == 3
+
+
 def test_greedy_refines_the_fastest_and_best_of_n_samples_the_root():
     nodes = [node(1, None, origin="root", visits=3),
              node(2, 1, verdict=ok(1.2)), node(3, 2, verdict=ok(2.4)), node(4, 1, verdict=ok(1.9)),
