@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=1024)  # the product's default
     ap.add_argument("--llm", default=None, help="GGUF (default: the default model)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="llama.cpp threads (default: the product's choice for this machine)")
     ap.add_argument("--results", default=str(RESULTS))
     ap.add_argument("--report", action="store_true", help="print the markdown tables and exit")
     ap.add_argument("--seeds", action="store_true", help="only evaluate the exemplar seeds (no model)")
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model_path = str(resolve_model(args.llm))
     done = {(r["problem"], r["config"], r["seed"], r["budget"], r["model"]) for r in load_rows(results)}
-    generator = LlamaCppGenerator(model_path, n_ctx=4096)
+    generator = LlamaCppGenerator(model_path, n_ctx=4096, n_threads=args.threads)
     results.parent.mkdir(parents=True, exist_ok=True)
     try:
         for config_name in args.configs:

@@ -22,6 +22,7 @@ class SearchConfig:
     scaffold: bool = True  # the tool writes ModelNew, the model only the kernel function
     exemplars: bool = True  # show the most similar exemplar kernel in whole-kernel prompts
     seeds: bool = True  # place exactly-fitting exemplars in the tree as seed nodes
+    compile_seed: bool = True  # on a GPU: torch.compile's own generated code as a seed node
     syntax_check: bool = True  # g++/nvcc -fsyntax-only before a real build
     exploration: float = 0.5
     widening_k: float = 1.0

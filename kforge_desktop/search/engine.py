@@ -159,6 +159,8 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
                     kernel_source=code, directive=f"exemplar:{exemplar.name}",
                     norm_code=normalize_code(code, language), note=note,
                 )
+        if config.seeds and config.compile_seed and config.device.startswith("cuda"):
+            _add_compile_seed(store, problem_id, root_id, problem, config.device)
         store.save_search_state(SearchState(
             problem_id=problem_id, strategy=config.strategy, budget_candidates=config.budget_candidates,
             budget_minutes=config.budget_minutes, seed=config.seed, rng_state={"llm_calls": 0},
@@ -167,6 +169,22 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
         store.log_event(problem_id, "created", f"search of {problem.name} created ({config.strategy}, "
                         f"{language}, budget {config.budget_candidates} candidates)")
     return problem_id
+
+
+def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem, device: str) -> None:
+    """torch.compile's own Triton code as a seed (generated in a subprocess): the search starts no
+    slower than torch.compile. A model torch.compile cannot handle gets a logged reason instead."""
+    from ..llm.extract import normalize_code
+    from .inductor_seed import SeedError, inductor_module
+
+    try:
+        source = inductor_module(problem, device)
+    except SeedError as err:
+        store.log_event(problem_id, "seed", f"no torch.compile seed: {err}", "warning")
+        return
+    store.add_node(problem_id, root_id, "seed", "seed", "triton", source=source, kernel_source=source,
+                   directive="torch.compile", norm_code=normalize_code(source, "python"),
+                   note="torch.compile's own generated code (TorchInductor's Triton kernels), as a starting point")
 
 
 def _try_scaffold(problem: Problem, language: str) -> Scaffold | None:
@@ -605,8 +623,8 @@ class SearchEngine:
         node = tree.node(node_id)
         scaffold = self.scaffold()
         if kind is None:
-            if scaffold is None:
-                kind = "module"
+            if scaffold is None or (node.origin != "root" and node.language != self.language):
+                kind = "module"  # no scaffold, or a node in another language (torch.compile's Triton seed)
             else:
                 kind = "whole" if node.origin == "root" else "edit"
         if kind == "repair":
@@ -631,7 +649,8 @@ class SearchEngine:
                 return Expansion(node_id, kind, d.key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"))
         else:
             full = self.store.node(node_id) if kind == "edit" else None
-            d = choose_directive(self.language, tree.tried(node_id), rng, first=node.origin == "root",
+            lang = node.language if node.origin != "root" and kind == "module" else self.language
+            d = choose_directive(lang, tree.tried(node_id), rng, first=node.origin == "root",
                                  kernel=full.kernel_source if full else "",
                                  aten_ops=scaffold.aten_ops if scaffold else ())
         if kind == "edit":
@@ -691,6 +710,9 @@ class SearchEngine:
             return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=parent.kernel_source,
                                          target=exp.target, edit_intro="This kernel is correct except that it "
                                          "leaves out the last operation:", **common)
+        if parent.origin != "root" and parent.language != self.language:
+            common["language"] = parent.language
+            scaffold = None  # the parent is a whole module in its own language: the answer is one too
         if exp.kind == "repair":
             code = parent.kernel_source if scaffold is not None else parent.source
             common["failed"] = ()
@@ -841,8 +863,9 @@ class SearchEngine:
                  "finish_reason": gen.finish_reason, "trimmed": list(trimmed), "tokens_per_s": gen.tokens_per_s,
                  "prompt_seconds": gen.prompt_seconds},
             )
+            language = parent.language if ctx.kind == "module" and parent.origin != "root" else self.language
             node_id = self.store.add_node(
-                self.problem_id, exp.parent_id, "llm", exp.kind if exp.kind != "module" else "whole", self.language,
+                self.problem_id, exp.parent_id, "llm", exp.kind if exp.kind != "module" else "whole", language,
                 source=source, kernel_source=kernel, directive=exp.directive, state=state, note=note,
                 norm_code=norm, duplicate_of=dup, llm_call_id=call_id,
             )

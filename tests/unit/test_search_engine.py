@@ -81,3 +81,27 @@ def test_pause_and_stop_from_another_thread_leave_the_session_resumable(session,
     thread.join(60)
     assert not thread.is_alive()
     assert store.search_state(pid).status == "stopped" and store.node(seed.id).state == "pending"
+
+
+def test_a_triton_seed_in_a_native_search_is_refined_as_a_whole_triton_module(tmp_path):
+    """torch.compile's seed is a Triton module inside a CUDA (here: C++) search. The model is asked to
+    improve that module as Triton, and its answer is a Triton node: no scaffold, no C++ rules."""
+    from kforge_desktop.kernels.verdict import Verdict
+    from kforge_desktop.llm import prompts
+
+    store = SessionStore(tmp_path / "t.kforge")
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"),
+                         SearchConfig(budget_candidates=2))
+    module = "import torch\nimport triton\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    seed = store.add_node(pid, store.root(pid).id, "seed", "seed", "triton", source=module, kernel_source=module,
+                          directive="torch.compile")
+    store.record_verdict(seed, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
+    engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=2))
+    tree = engine._tree()
+    exp = engine._expansion(tree, seed, None)
+    assert exp.kind == "module"
+    ctx = engine._prompt(exp, tree)
+    system, user = prompts.render(ctx)
+    assert ctx.language == "triton" and module.strip() in user and "Triton" in system
+    assert "kernel_forward" not in user  # the C++ signature is not asked for
+    store.close()
