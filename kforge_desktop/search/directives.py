@@ -19,10 +19,37 @@ class Directive:
     example: str = ""  # the pattern in a few lines of code: a small model copies a pattern far better
     #                    than it turns a sentence into code (shown in edit requests)
 
-    def prompt_text(self, fence: str) -> str:
+    def prompt_text(self, fence: str, function: str = "") -> str:
+        """The instruction and its pattern; with the text of the function to change, the pattern uses
+        that function's own parameter names (a small model copies names too: `cols` where the
+        function calls it `n` was a measured compile error)."""
         if not self.example:
             return self.text
-        return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{self.example.strip()}\n```"
+        example = rename_pattern(self.example, function) if function else self.example
+        return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{example.strip()}\n```"
+
+
+def rename_pattern(example: str, function: str) -> str:
+    """Rename the pattern's input array (``v``/``xr``), output array (``yr``) and length (``cols``)
+    to the parameters of ``function`` when it has one of each kind."""
+    m = re.search(r"\(([^)]*)\)\s*\{", function)
+    if not m:
+        return example
+    params = [" ".join(p.replace("*", " * ").split()) for p in m.group(1).split(",") if p.strip()]
+    const_in = [p.split()[-1] for p in params if p.startswith("const float *")]
+    outs = [p.split()[-1] for p in params if p.startswith("float *")]
+    sizes = [p.split()[-1] for p in params if p.split()[0] in ("int64_t", "int", "long", "size_t")]
+    renames = {}
+    if len(const_in) == 1:
+        renames.update(v=const_in[0], xr=const_in[0])
+    if len(outs) == 1:
+        renames["yr"] = outs[0]
+    if len(sizes) == 1:
+        renames["cols"] = sizes[0]
+    renames = {k: v for k, v in renames.items() if k != v}
+    if not renames:
+        return example
+    return re.sub(r"\b(" + "|".join(renames) + r")\b", lambda mm: renames[mm.group(1)], example)
 
 
 # the first expansion from the root: correctness first

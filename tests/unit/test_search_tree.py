@@ -158,6 +158,9 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert picks and not picks & {"openmp_rows", "fuse_epilogue"}
     text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp")
     assert "```cpp" in text and "s0 += v[c]" in text
+    helper = "static inline float sq_dev_of(const float* a, float mean, int64_t n) {\n  return 0.0f;\n}"
+    renamed = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp", helper)
+    assert "s0 += a[c]" in renamed and "c + 4 <= n" in renamed and "cols" not in renamed  # the function's own names
 
 
 # -- the engine's choices, with a real session file and no model -------------------------------------
