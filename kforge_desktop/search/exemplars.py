@@ -91,13 +91,48 @@ def _base_type(ctype: str) -> str:
     return "".join(ctype.replace("const", " ").split())
 
 
-def argument_map(ex: Exemplar, scaffold: Scaffold) -> dict[str, str] | None:
+def forward_constant(source: str) -> float | None:
+    """The one small float literal (an epsilon such as ``1e-6``) in the reference's ``forward``, when
+    there is exactly one; None otherwise."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    found = set()
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == "Model":
+            for fn in cls.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                    found |= {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant)
+                              and isinstance(n.value, float) and 0.0 < n.value < 1e-2}
+    return found.pop() if len(found) == 1 else None
+
+
+def argument_map(ex: Exemplar, scaffold: Scaffold, source: str = "") -> dict[str, str] | None:
     """exemplar parameter name -> problem argument name, when every parameter of each side has
-    exactly one partner of the same type (inputs may also pair by position); else None."""
+    exactly one partner of the same type (inputs may also pair by position); else None.
+
+    An exemplar's ``eps`` with no partner maps to ``=<literal>`` when the reference writes its
+    epsilon as a literal in ``forward`` (``+ 1e-6``): the adapted kernel declares it as a constant."""
     ex_params = ex.params()
     args = list(scaffold.args)
+    arg_names = {a.name for a in args}
+    if source and len(ex_params) == len(args) + 1 and "eps" not in arg_names and any(
+            n == "eps" and t == "float" for t, n in ex_params):
+        value = forward_constant(source)
+        if value is not None:
+            mapping = _pair([(t, n) for t, n in ex_params if n != "eps"], args)
+            if mapping is not None:
+                mapping["eps"] = f"={value!r}"
+            return mapping
     if not ex_params or len(ex_params) != len(args):
         return None
+    return _pair(ex_params, args)
+
+
+def _pair(ex_params: list[tuple[str, str]], args: list) -> dict[str, str] | None:
     mapping: dict[str, str] = {}
     used: set[str] = set()
     ex_inputs = [n for t, n in ex_params if t.startswith("const") and t.replace(" ", "").endswith("*") and n in ("x", "a", "b", "input")]
@@ -122,14 +157,16 @@ def argument_map(ex: Exemplar, scaffold: Scaffold) -> dict[str, str] | None:
     return mapping if len(used) == len(args) else None
 
 
-def adapt(ex: Exemplar, scaffold: Scaffold) -> str | None:
+def adapt(ex: Exemplar, scaffold: Scaffold, source: str = "") -> str | None:
     """The exemplar rewritten for this problem (its entry point takes the problem's exact signature,
     its parameters renamed), or None when the signatures do not correspond one to one."""
     if ex.language != scaffold.language:
         return None
-    mapping = argument_map(ex, scaffold)
+    mapping = argument_map(ex, scaffold, source)
     if mapping is None:
         return None
+    constants = {k: v[1:] for k, v in mapping.items() if v.startswith("=")}
+    mapping = {k: v for k, v in mapping.items() if not v.startswith("=")}
     code = ex.code
     m = re.search(rf'extern\s+"C"\s+void\s+{FUNCTION}\s*\(([^)]*)\)\s*\{{', code, re.S)
     if not m:
@@ -149,7 +186,8 @@ def adapt(ex: Exemplar, scaffold: Scaffold) -> str | None:
         pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in renames) + r")\b")
         inner = pattern.sub(lambda mm: renames[mm.group(1)], inner)
     sig = scaffold.signature()
-    return head + sig + " {" + inner + rest
+    decls = "".join(f"\n    const float {k} = {v}f;  // written as a literal in the reference's forward" for k, v in constants.items())
+    return head + sig + " {" + decls + inner + rest
 
 
 def missing_ops(ex: Exemplar, scaffold: Scaffold) -> list[str]:
@@ -195,7 +233,7 @@ def rank(scaffold: Scaffold, source: str, language: str | None = None) -> list[t
     out = []
     for ex in exemplars:
         score = sum(math.log(1 + len(exemplars) / freq[k]) for k in set(ex.keywords) if k in words)
-        adapted = adapt(ex, scaffold)
+        adapted = adapt(ex, scaffold, source)
         if adapted is not None:
             score += 2.0
         out.append((score, ex, adapted))

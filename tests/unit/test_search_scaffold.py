@@ -275,3 +275,45 @@ def test_a_seed_is_never_placed_where_the_exemplar_leaves_out_more_than_an_epilo
     scaffold = build_scaffold(problem)
     assert scaffold.aten_ops == ("softmax", "sum")
     assert not [ex.name for ex, _ in seed_exemplars(scaffold, src) if ex.name == "row_softmax"]
+
+
+def test_an_epsilon_written_as_a_literal_still_gets_the_exemplar_as_a_seed(build_cache):
+    """Whole-model targets often write ``+ 1e-6`` in forward instead of keeping self.eps: the RMSNorm
+    exemplar's eps becomes a constant in the adapted kernel, which builds and matches the reference."""
+    import textwrap
+
+    from kforge_desktop.problem.problem import Problem
+
+    src = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))
+
+            def forward(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+        def get_inputs():
+            return [torch.randn(8, 64)]
+
+        def get_init_inputs():
+            return [64]
+    ''')
+    problem = Problem(name="rms_literal", source=src, path=None)
+    scaffold = build_scaffold(problem)
+    seeds = seed_exemplars(scaffold, src)
+    assert seeds and seeds[0][0].name == "rms_norm"
+    code = seeds[0][1]
+    assert "const float eps = 1e-06f;" in code
+    module = types.ModuleType("seed_rms_literal")
+    exec(compile(scaffold.module_source(code), "seed", "exec"), module.__dict__)  # our own exemplar, built for real
+    ref_mod = problem.load_module()
+    torch.manual_seed(1)
+    ref = ref_mod.Model(64)
+    torch.manual_seed(1)
+    new = module.ModelNew(64)
+    x = torch.randn(8, 64)
+    assert torch.allclose(ref(x), new(x), atol=1e-5, rtol=1e-5)
