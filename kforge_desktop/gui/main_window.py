@@ -323,6 +323,8 @@ class MainWindow(QMainWindow):
         self.model_label = label("modelLabel", "The local model")
         self.tps_label = label("tokensLabel", "Tokens per second of the model")
         self.rate_label = label("rateLabel", "Candidates evaluated per minute")
+        self.yield_label = label("yieldLabel", "How productive the model is on this problem: the share of its "
+                                 "candidates that build and that are correct")
         self.progress_bar = QProgressBar(self)
         self.progress_bar.setObjectName("progressBar")
         self.progress_bar.setMaximumWidth(180)
@@ -677,17 +679,33 @@ class MainWindow(QMainWindow):
         best = f" · best {p.best_speedup:.2f}×" if p.best_speedup else ""
         self.phase_label.setText(f"{phase}{best}")
 
+    def _update_yield(self, store, pid) -> None:
+        """The model's productivity on this problem; amber, with the advice, when it is low."""
+        prod = store.productivity(pid) if store is not None and pid is not None else None
+        if prod is None or not prod.candidates:
+            self.yield_label.setText("")
+            self.yield_label.setStyleSheet("")
+            return
+        self.yield_label.setText(f"its kernels: {prod.correct}/{prod.candidates} correct "
+                                 f"({100.0 * (prod.correct_rate or 0):.0f}%), {prod.built}/{prod.candidates} built")
+        tip = prod.summary() + (f"\n{prod.suggestion}" if prod.suggestion else "")
+        self.yield_label.setToolTip(tip)
+        self.yield_label.setStyleSheet("QLabel { color: #b26a00; font-weight: bold; }" if prod.suggestion else "")
+
     def _stored_progress(self) -> None:
         """With no search running, the progress bar shows what the session holds."""
         if self.controller.running:
+            self._update_yield(self.session.store, self.session.problem_id)
             return
         store, pid = self.session.store, self.session.problem_id
         if store is None or pid is None:
+            self._update_yield(None, None)
             self.progress_bar.setMaximum(1)
             self.progress_bar.setValue(0)
             return
         done = store.candidates_done(pid)
         state = store.search_state(pid)
+        self._update_yield(store, pid)
         budget = (state.budget_candidates if state else None) or self.budget_spin.value()
         self.progress_bar.setMaximum(max(budget, done, 1))
         self.progress_bar.setValue(done)

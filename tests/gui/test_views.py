@@ -205,3 +205,16 @@ def test_tree_context_menu_offers_every_action(make_window, synthetic_session):
     w.open_session(path)
     names = {a.objectName() for a in node_menu(w, w.session.light(synth.ids[5]), w.commands).actions()}
     assert {"node_pin", "node_exclude", "node_expand", "node_edit", "node_copy"} <= names
+
+
+def test_status_bar_shows_how_productive_the_model_is_on_this_problem(make_window, synthetic_session):
+    """The share of the model's candidates that build and are correct, from the session itself; when
+    it is low the label turns amber and its tooltip advises a larger local model."""
+    path, _synth = synthetic_session
+    w = make_window()
+    assert w.open_session(path)
+    prod = w.session.store.productivity(w.session.problem_id)
+    assert prod.candidates > 0
+    text = w.yield_label.text()
+    assert f"{prod.correct}/{prod.candidates} correct" in text and f"{prod.built}/{prod.candidates} built" in text
+    assert (prod.suggestion is not None) == ("larger local model" in w.yield_label.toolTip())
