@@ -38,8 +38,23 @@ def uct_score(value: float, visits: int, parent_visits: int, c: float) -> float:
     return value + c * math.sqrt(math.log(max(parent_visits, 1)) / visits)
 
 
+FRESH_MIN = 0.3  # below this estimated chance that a new child works, descend instead of widening
+
+
+def fresh_success(tree: Tree, node_id: int) -> float:
+    """The chance that one more expansion of this node gives a working new child, estimated from
+    its earlier LLM children (a repeat or an answer without code is a miss too), Laplace-smoothed."""
+    tried = [k for k in tree.children(node_id, counted=False) if k.origin == "llm" and k.kind != "repair"]
+    hits = sum(1 for k in tried if k.verdict is not None and k.verdict.status == "ok")
+    return (hits + 1) / (len(tried) + 2)
+
+
 def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) -> int:
-    """The node to expand: descend by UCT through correct children, widen progressively."""
+    """The node to expand: descend by UCT through correct children, widen progressively.
+
+    Widening is also value-aware: a node whose new children have kept failing (a small model's
+    from-scratch kernels at the root) is not widened again while it has a working child to descend
+    to; the budget goes where the model succeeds."""
     node_id = start_id
     seen = set()
     while node_id not in seen:
@@ -48,11 +63,11 @@ def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) ->
         kids = tree.children(node_id)
         attempts = len(tree.children(node_id, counted=False))  # repeats used up an expansion too
         limit = widening_limit(node.visits, params.widening_k, params.widening_alpha)
-        if attempts < limit and tree.expandable(node_id):
-            return node_id
         # through correct children, and through a failed one whose repair is correct (an incomplete
         # seed and its completion): the correct node below must stay reachable
         options = [k for k in kids if tree.expandable(k.id) or any(tree.expandable(i) for i in tree.subtree(k.id))]
+        if attempts < limit and tree.expandable(node_id) and (not options or fresh_success(tree, node_id) >= FRESH_MIN):
+            return node_id
         if not options:
             return node_id
         parent_visits = max(node.visits, 1)

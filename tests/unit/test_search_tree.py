@@ -98,6 +98,20 @@ def test_mcts_reaches_a_correct_repair_below_a_failed_seed():
     assert select("mcts", Tree(nodes), 1) == 3
 
 
+def test_mcts_stops_widening_a_node_whose_new_children_keep_failing():
+    """Two from-scratch kernels failed at the root (one did not compile, one repeated the exemplar);
+    the root may widen by visit count, but the search refines the working seed instead. Once the
+    seed's subtree is gone (excluded), the root is widened again."""
+    nodes = [node(1, None, origin="root", visits=16, value=0.7),
+             node(2, 1, origin="seed", kind="seed", verdict=ok(1.5), visits=10, value=0.7),
+             node(3, 1, verdict=Verdict("compile_error", "x"), visits=1, value=0.1),
+             node(4, 1, state="duplicate", visits=1),
+             node(5, 2, kind="edit", verdict=ok(1.6), visits=1, value=0.72)]
+    assert select("mcts", Tree(nodes), 1) in (2, 5)
+    nodes[1] = node(2, 1, origin="seed", kind="seed", verdict=ok(1.5), visits=10, value=0.7, excluded=True)
+    assert select("mcts", Tree(nodes), 1) == 1
+
+
 def test_greedy_refines_the_fastest_and_best_of_n_samples_the_root():
     nodes = [node(1, None, origin="root", visits=3),
              node(2, 1, verdict=ok(1.2)), node(3, 2, verdict=ok(2.4)), node(4, 1, verdict=ok(1.9)),
