@@ -658,8 +658,7 @@ class SearchEngine:
             functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"]
             target = edit_target(functions, d.key, FUNCTION, rng)
             key = d.key if target == FUNCTION else f"{d.key}@{target}"
-            text = dict(functions).get(target, "") if target != FUNCTION else ""
-            return Expansion(node_id, kind, key, d.prompt_text("cuda" if self.language == "cuda" else "cpp", text), target)
+            return Expansion(node_id, kind, key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"), target)
         return Expansion(node_id, kind, d.key, d.text)
 
     def _completion(self, node) -> Expansion | None:

@@ -10,7 +10,7 @@ from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search import events as ev
 from kforge_desktop.search.config import SearchConfig
-from kforge_desktop.search.directives import CORRECT_FIRST, choose_directive
+from kforge_desktop.search.directives import CORRECT_FIRST, DIRECTIVES, choose_directive
 from kforge_desktop.search.engine import SearchEngine, create_session
 from kforge_desktop.search.events import NodeRecord
 from kforge_desktop.search.strategies import MCTSParams, pending_repair, select, widening_limit
@@ -170,11 +170,10 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     picks = {choose_directive("cpp", {"straightforward": "ok"}, random.Random(s), kernel=parallel,
                               aten_ops=("softmax",)).key for s in range(40)}
     assert picks and not picks & {"openmp_rows", "fuse_epilogue"}
-    text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp")
-    assert "```cpp" in text and "s0 += v[c]" in text
-    helper = "static inline float sq_dev_of(const float* a, float mean, int64_t n) {\n  return 0.0f;\n}"
-    renamed = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp", helper)
-    assert "s0 += a[c]" in renamed and "c + 4 <= n" in renamed and "cols" not in renamed  # the function's own names
+    text = directive_by_key("cpp", "openmp_rows").prompt_text("cpp")
+    assert "```cpp" in text and "same per-row work as before" in text
+    # patterns show structure only: no computation the model could copy into the wrong kernel
+    assert all("[c]" not in d.example and "exp" not in d.example for d in DIRECTIVES["cpp"])
 
 
 # -- the engine's choices, with a real session file and no model -------------------------------------
