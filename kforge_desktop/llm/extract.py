@@ -369,6 +369,28 @@ def _function_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{{", re.S)
 
 
+def _complete_prefix(code: str) -> str:
+    """``code`` up to the last closing brace that returns to the top level (comments are blanked
+    first, keeping offsets); empty when there is none."""
+    text = _blank_cpp_comments(code)
+    depth, last = 0, -1
+    for i, ch in enumerate(text):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                last = i
+            elif depth < 0:
+                return ""
+    return code[: last + 1].rstrip() + "\n" if last >= 0 else ""
+
+
+def _blank_cpp_comments(code: str) -> str:
+    """Comments and string literals replaced by spaces of the same length."""
+    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', lambda m: " " * len(m.group(0)), code, flags=re.S)
+
+
 def _braces_balanced(code: str) -> bool:
     return _strip_cpp_comments(code).count("{") == _strip_cpp_comments(code).count("}")
 
@@ -433,6 +455,13 @@ def extract_function(answer: str, name: str, language: str | None = None, finish
     complete = [b for b in defining if b.closed and _braces_balanced(b.code)]
     best = complete[-1] if complete else defining[-1]
     lang = language or ("cuda" if best.language == "cuda" else "cpp")
+    if not _braces_balanced(best.code) and not best.closed:
+        # a small model often finishes the kernel, then starts a test driver and runs out of tokens:
+        # the complete top-level items before the cut are a valid answer when they define ``name``
+        head = _complete_prefix(best.code)
+        if head and pat.search(head):
+            return Extraction(head, lang, "the answer was cut off after the kernel; the unfinished code "
+                              "after it was dropped.")
     if not _braces_balanced(best.code):
         why = "was cut off inside" if not best.closed else "has unbalanced braces in"
         return Extraction(None, lang, f"the answer {why} the definition of {name}"

@@ -40,13 +40,13 @@ LANGUAGE_RULES = {
         "(std::exp, std::sqrt, std::tanh, std::max). There is no std::rsqrt and no std::pi: write "
         "1.0f / std::sqrt(v) and 3.14159265f. Inputs are `const float*`: a pointer into an input must be "
         "`const float*` too. Index the flat arrays yourself (element (r, c) is at r * cols + c). Write every "
-        "element of the output. No allocation, no PyTorch, no Python."
+        "element of the output. No allocation, no PyTorch, no Python, no main() or test code."
     ),
     "cuda": (
         "Rules: CUDA C++17; <cuda_runtime.h>, <cstdint>, <cmath> and <cfloat> are already included. All "
         "pointers are device pointers. kernel_forward runs on the host: launch your __global__ kernel(s) on "
         "`stream` with <<<grid, block, shared_bytes, stream>>> and do not synchronize. Write every element of "
-        "the output. No PyTorch headers, no cudaMalloc."
+        "the output. No PyTorch headers, no cudaMalloc, no main() or test code."
     ),
     "triton": (
         "Rules: define class ModelNew(nn.Module) with the same __init__ arguments and forward signature as "

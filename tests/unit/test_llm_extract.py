@@ -228,3 +228,13 @@ def test_triton_function_extraction():
     assert cut.code is None and "cut off" in cut.problem
     assert normalize_code(TRITON, "triton") == normalize_code(TRITON.replace("mask = offs < n", "mask = offs<n  # tail"),
                                                                 "triton")
+
+
+def test_a_kernel_followed_by_a_cut_off_test_driver_is_kept():
+    """Measured with the default model: a complete kernel, then a test driver that ran out of tokens.
+    The kernel is the answer; the unfinished driver is dropped (and said so)."""
+    driver = "\n// check the kernel\nvoid check_kernel() {\n    float* x = new float[4];\n    for (int i = 0; i < 4; ++i) {\n"
+    ex = extract_code(f"```cpp\n{KERNEL}{driver}", function="kernel_forward", language="cpp", finished=False)
+    assert ex.ok and ex.code.strip() == KERNEL.strip() and "dropped" in ex.problem
+    cut_inside = extract_code(f"```cpp\n{KERNEL[:-4]}", function="kernel_forward", finished=False)
+    assert cut_inside.code is None and "cut off" in cut_inside.problem
