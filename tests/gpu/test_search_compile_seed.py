@@ -13,14 +13,6 @@ PROBLEMS = Path(__file__).resolve().parents[2] / "resources" / "problems"
 ALL = sorted(p.name for p in PROBLEMS.glob("*.py"))
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    from kforge_desktop.kernels.evaluator import Evaluator
-
-    with Evaluator(device="cuda", workers=2) as ev:
-        yield ev
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_compile_seed_is_correct_and_as_fast_as_torch_compile(name, evaluator):
     from kforge_desktop.problem.problem import load_problem

@@ -12,14 +12,6 @@ PROBLEMS = Path(__file__).resolve().parents[2] / "resources" / "problems"
 ALL = sorted(p.name for p in PROBLEMS.glob("*.py"))
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    from kforge_desktop.kernels.evaluator import Evaluator
-
-    with Evaluator(device="cuda", workers=2) as ev:
-        yield ev
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_cuda_seed_is_correct_except_where_the_exemplar_covers_part_of_the_chain(name, evaluator):
     from kforge_desktop.problem.problem import load_problem
