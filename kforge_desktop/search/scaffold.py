@@ -561,16 +561,24 @@ def merge_functions(parent: str, answer: str) -> str:
         if line not in seen_lines:
             out.append(line)
             seen_lines.add(line)
-    pending_added = list(added)
+    merged = [(it, new_named[it.name].text if it.name in new_named else it.text) for it in old if it.kind != "line"]
     body: list[str] = []
-    for it in old:
-        if it.kind == "line":
+    pending_added = list(added)
+    first_fn = None
+    for it, text in merged:
+        if it.kind != "function":
+            body.append(text)
             continue
-        if pending_added and it.kind == "function":
-            body.extend(a.text for a in pending_added)
-            pending_added = []
-        body.append(new_named[it.name].text if it.name in new_named else it.text)
-    body.extend(a.text for a in pending_added)
+        if first_fn is None:
+            first_fn = len(body)
+        # a new helper goes right before the first function that calls it, so it comes after the
+        # helpers it calls itself (C++ needs a declaration before each use)
+        for a in [a for a in pending_added if re.search(rf"\b{re.escape(a.name)}\s*\(", text)]:
+            body.append(a.text)
+            pending_added.remove(a)
+        body.append(text)
+    at = len(body) if first_fn is None else first_fn
+    body[at:at] = [a.text for a in pending_added]  # called by nothing: before every function
     return "\n".join(out) + "\n\n" + "\n\n".join(body) + "\n"
 
 

@@ -113,6 +113,26 @@ def test_edits_replace_one_function_and_keep_the_rest():
     assert merge_functions(parent, "no code here") == parent
 
 
+def test_a_new_helper_lands_after_the_helpers_it_calls_so_the_edit_compiles():
+    # the model answers an edit with a new helper that calls two existing ones (seen with the
+    # default model on GroupNorm): it must go before its caller but after its callees
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    parent = next(e for e in load_exemplars("cpp") if e.name == "group_norm").code
+    helpers = [it.name for it in split_items(parent) if it.kind == "function" and it.name != "kernel_forward"]
+    assert {"sum_of", "sq_dev_of"} <= set(helpers)
+    entry = next(it.text for it in split_items(parent) if it.name == "kernel_forward")
+    call = next(line for line in entry.split("\n") if "sum_of(" in line and "mean" in line)
+    stats = ("static inline float group_mean(const float* v, int64_t n) {\n"
+             "    return sum_of(v, n) / (float)n;\n}\n")
+    new_entry = entry.replace(call, call.split("=")[0] + "= group_mean(x + base, count);")
+    merged = merge_functions(parent, stats + "\n" + new_entry)
+    names = [it.name for it in split_items(merged) if it.kind == "function"]
+    assert names.index("sum_of") < names.index("group_mean") < names.index("kernel_forward")
+    assert syntax_check(PRELUDE["cpp"] + "\n" + merged, "cpp") is None
+
+
 def test_clean_kernel_makes_the_entry_point_extern_c_and_drops_torch():
     code = "#include <torch/extension.h>\nvoid kernel_forward(const float* x, float* out, int64_t n) { }\n"
     cleaned = clean_kernel(code)
