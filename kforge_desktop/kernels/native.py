@@ -197,8 +197,14 @@ class _DirLock:
         os.close(self._fd)
 
 
+# a function that falls off its end without the value it promised crashes the worker at run time
+# (seen: a model edit turned `void scale_row` into `float scale_row` and kept no return); as an error
+# the compiler names the function and the line, which a repair can act on
+STRICT_CFLAGS = ["-Werror=return-type"]
+
+
 def _flags(lang: str) -> dict:
-    cflags = ["-O3", "-std=c++17", "-fopenmp"]
+    cflags = ["-O3", "-std=c++17", "-fopenmp", *STRICT_CFLAGS]
     if os.uname().machine in ("x86_64", "aarch64"):
         cflags.append("-march=native" if os.uname().machine == "x86_64" else "-mcpu=native")
     return {
@@ -303,7 +309,7 @@ def syntax_check(source: str, lang: str = "cpp", timeout: float = 30.0) -> str |
                 return None  # cannot check here; the real build will tell
             cmd = [nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-c", "-o", os.devnull, path]
         else:
-            cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-fopenmp", "-fsyntax-only", path]
+            cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-fopenmp", *STRICT_CFLAGS, "-fsyntax-only", path]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as err:

@@ -58,6 +58,7 @@ def test_crash_and_hang_name_what_happened(verdicts):
 def test_compile_error_carries_the_compiler_diagnostic(verdicts):
     v = verdicts["compile_error.py"]
     assert "error:" in v.reason and "kernel.cpp" in v.reason
+    assert "no return statement" in verdicts["missing_return.py"].reason
     assert "error" in v.log
 
 
