@@ -80,6 +80,7 @@ class PromptContext:
     exemplar_about: str = ""
     exemplar_missing: tuple[str, ...] = ()  # operators of the problem the exemplar does not compute
     target: str = ""  # edit: the one function to rewrite ("" = the entry point)
+    previous: str = ""  # repair of an edit: the target function as it was before the edit, when it was correct
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -175,6 +176,15 @@ def _sections(ctx: PromptContext) -> list[tuple[str, str]]:
         out.append(("task", f"This kernel {'does not compile' if compile_error else 'is wrong'}:"))
         out.append(("parent", _fenced(ctx.parent_code, fence)))
         out.append(("error", ctx.error.strip()))
+        if ctx.target and ctx.previous:
+            # a failed edit of a correct kernel: the one function that changed, next to its working version
+            # (a whole-file "fix it" came back unchanged half the time with the default model)
+            out.append(("previous", f"Only `{ctx.target}` was changed, to make it faster, and that change broke the "
+                        f"kernel. Before the change, `{ctx.target}` was correct:\n" + _fenced(ctx.previous, fence)))
+            out.append(("answer", f"Fix the new `{ctx.target}`: keep its speed-up, but make it compute exactly what "
+                        f"the correct version computes, with the same name and parameters. Reply with only the fixed "
+                        f"`{ctx.target}` in one ```{fence} block."))
+            return [(name, text) for name, text in out if text]
         out.append(("answer", f"Fix it, keeping the signature of {fn}. Reply with the corrected complete code in "
                     f"one ```{fence} block."))
     return [(name, text) for name, text in out if text]

@@ -57,8 +57,20 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
         Directive("hoist_invariants", "Hoist loop invariants: precompute reciprocals (multiply instead of "
                   "divide), row pointers and constants outside the inner loops. Inputs stay `const float*`: "
                   "never write into them."),
-        Directive("unroll_accumulators", "Unroll the reduction loop by 4 with four independent accumulators, "
-                  "combined at the end (shorter dependency chains)."),
+        Directive("unroll_accumulators", "Unroll the reduction loop by 4 with four independent accumulators "
+                  "(shorter dependency chains): each step handles elements c, c + 1, c + 2, c + 3, one per "
+                  "accumulator, so every element is added exactly once; a tail loop adds the last elements; the "
+                  "four sums are added at the end.",
+                  "float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n"
+                  "int64_t c = 0;\n"
+                  "for (; c + 4 <= cols; c += 4) {\n"
+                  "    s0 += /* the term of element c */;\n"
+                  "    s1 += /* the term of element c + 1 */;\n"
+                  "    s2 += /* the term of element c + 2 */;\n"
+                  "    s3 += /* the term of element c + 3 */;\n"
+                  "}\n"
+                  "for (; c < cols; ++c) s0 += /* the term of element c */;  // the tail\n"
+                  "const float s = (s0 + s1) + (s2 + s3);"),
         Directive("cache_blocking", "Block the work so each chunk of data is reused while it is in L1/L2 cache "
                   "(process a few rows or a tile at a time). Every row must still be processed.",
                   "const int64_t tile = 8;\n"
@@ -127,17 +139,25 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 
 
 def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False,
-                     kernel: str = "", aten_ops: tuple[str, ...] = ()) -> Directive:
+                     kernel: str = "", aten_ops: tuple[str, ...] = (),
+                     record: dict[str, tuple[int, int]] | None = None) -> Directive:
     """The next directive for a node, given what was tried from it (key -> outcome: ok | failed | pending).
 
     Order: the correctness-first directive for a node's very first expansion when ``first``; then
-    directives never tried from this node (in a seeded random order); then ones that worked before
-    (worth refining again); failed ones only when nothing else is left."""
+    directives never tried from this node, the ones the model carried out correctly elsewhere in the
+    tree first (``record``: key -> (correct, evaluated), ranked by (correct + 1) / (evaluated + 2); a
+    seeded random order among equals); then ones that worked before from this node (worth refining
+    again); failed ones only when nothing else is left."""
     tried = {k.split("@")[0]: v for k, v in tried.items()}
     if first and language in CORRECT_FIRST and CORRECT_FIRST[language].key not in tried:
         return CORRECT_FIRST[language]
     pool = list(DIRECTIVES.get(language, DIRECTIVES["cpp"]))
     rng.shuffle(pool)
+    if record:
+        def rate(d: Directive) -> float:
+            ok, n = record.get(d.key, (0, 0))
+            return (ok + 1) / (n + 2)
+        pool.sort(key=rate, reverse=True)  # stable: the seeded order among equal rates
     untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
     if untried:
         return untried[0]

@@ -55,6 +55,7 @@ from .scaffold import (
     autofix,
     build_scaffold,
     clean_kernel,
+    function_text,
     kernel_from_answer,
     kernel_of_module,
     merge_functions,
@@ -631,7 +632,8 @@ class SearchEngine:
             completion = self._completion(node) if scaffold is not None else None
             if completion is not None:
                 return completion
-            return Expansion(node_id, "repair", "repair", "fix the error")
+            changed = self._edited_function(node) if scaffold is not None else None
+            return Expansion(node_id, "repair", "repair", "fix the error", changed or "")
         n_children = len(tree.children(node_id, counted=False))
         rng = random.Random(f"{self.config.seed}:{node_id}:{n_children}")
         full = None
@@ -645,14 +647,15 @@ class SearchEngine:
             found = best_exemplar(scaffold, self.problem.source) if scaffold is not None and self.config.exemplars else None
             if answered and found is not None:
                 tried = {k.directive: "failed" for k in tree.children(node_id, False) if k.kind == "whole"}
-                d = choose_directive(self.language, tried, rng, kernel=found[1], aten_ops=scaffold.aten_ops)
+                d = choose_directive(self.language, tried, rng, kernel=found[1], aten_ops=scaffold.aten_ops,
+                                     record=tree.directive_record())
                 return Expansion(node_id, kind, d.key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"))
         else:
             full = self.store.node(node_id) if kind == "edit" else None
             lang = node.language if node.origin != "root" and kind == "module" else self.language
             d = choose_directive(lang, tree.tried(node_id), rng, first=node.origin == "root",
                                  kernel=full.kernel_source if full else "",
-                                 aten_ops=scaffold.aten_ops if scaffold else ())
+                                 aten_ops=scaffold.aten_ops if scaffold else (), record=tree.directive_record())
         if kind == "edit":
             full = full or self.store.node(node_id)
             functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"]
@@ -683,6 +686,21 @@ class SearchEngine:
         text += f"\nThe pattern:\n```{'cuda' if self.language == 'cuda' else 'cpp'}\nfloat v = /* the value stored now */;\n" \
                 f"y[i] = {expr};\n```"
         return Expansion(node.id, "repair", f"complete:{'+'.join(missing)}@{target}", text, target)
+
+    def _edited_function(self, node) -> str | None:
+        """The one function a failed edit changed in its correct parent (None when it changed several,
+        added some, or the parent was not correct): its repair asks for that function back."""
+        if node.kind != "edit" or node.parent_id is None:
+            return None
+        parent = self.store.node(node.parent_id)
+        if parent.verdict is None or parent.verdict.status != "ok":
+            return None
+        before = {it.name: it.text for it in split_items(parent.kernel_source) if it.kind == "function"}
+        after = {it.name: it.text for it in split_items(self.store.node(node.id).kernel_source) if it.kind == "function"}
+        changed = [n for n in after if before.get(n) != after[n]]
+        if len(changed) != 1 or changed[0] not in before or set(after) - set(before):
+            return None
+        return changed[0]
 
     def _prompt(self, exp: Expansion, tree: Tree) -> prompts.PromptContext:
         parent = self.store.node(exp.parent_id)
@@ -717,8 +735,11 @@ class SearchEngine:
             code = parent.kernel_source if scaffold is not None else parent.source
             common["failed"] = ()
             kind = "repair" if scaffold is not None else "module"
+            previous = ""
+            if exp.target and scaffold is not None and parent.parent_id is not None:
+                previous = function_text(self.store.node(parent.parent_id).kernel_source, exp.target) or ""
             return prompts.PromptContext(kind=kind, parent_code=code, error=prompts.verdict_feedback(parent.verdict),
-                                         **common)
+                                         target=exp.target if previous else "", previous=previous, **common)
         # module: the model writes the whole ModelNew (no scaffold)
         parent_code = parent.source if parent.origin != "root" else ""
         return prompts.PromptContext(kind="module", directive=exp.directive_text, parent_code=parent_code, **common)

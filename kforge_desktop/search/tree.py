@@ -115,6 +115,21 @@ class Tree:
                 out[k.directive] = outcome
         return out
 
+    def directive_record(self) -> dict[str, tuple[int, int]]:
+        """Directive key -> (correct, evaluated) over the model's expansions anywhere in the tree: how
+        well this model carries out each kind of change on this problem. Duplicates say nothing about
+        that and are left out; an answer with no code counts as a failure."""
+        out: dict[str, tuple[int, int]] = {}
+        for n in self.nodes.values():
+            if n.origin != "llm" or n.kind == "repair" or not n.directive:
+                continue
+            if n.verdict is None and n.state != "no_code":
+                continue
+            key = n.directive.split("@")[0]
+            ok, total = out.get(key, (0, 0))
+            out[key] = (ok + (n.verdict is not None and n.verdict.status == "ok"), total + 1)
+        return out
+
     def failed_approaches(self, node_id: int) -> list[tuple[str, str]]:
         """(directive, what went wrong) for the node's children that did not work."""
         out = []

@@ -105,3 +105,30 @@ def test_a_triton_seed_in_a_native_search_is_refined_as_a_whole_triton_module(tm
     assert ctx.language == "triton" and module.strip() in user and "Triton" in system
     assert "kernel_forward" not in user  # the C++ signature is not asked for
     store.close()
+
+
+def test_the_repair_of_a_failed_edit_asks_for_the_one_changed_function_next_to_its_working_version(tmp_path):
+    """An edit that broke a correct kernel changed one helper; its repair shows that helper as it was
+    when it worked, asks for only that helper, and the answer is merged back into the kernel."""
+    from kforge_desktop.kernels.verdict import Verdict
+    from kforge_desktop.llm import prompts
+    from kforge_desktop.search.scaffold import function_text
+
+    store = SessionStore(tmp_path / "r.kforge")
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), SearchConfig(budget_candidates=2))
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
+    good = function_text(seed.kernel_source, "row_max")
+    broken = seed.kernel_source.replace(good, good.replace("std::max(m, xr[c])", "std::max(m, xr[c + 1])"))
+    assert broken != seed.kernel_source
+    edit = store.add_node(pid, seed.id, "llm", "edit", "cpp", source="x", kernel_source=broken,
+                          directive="simd_inner@row_max")
+    store.record_verdict(edit, Verdict("incorrect", "values differ", max_abs_err=1.0), -1.0)
+    engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=2))
+    tree = engine._tree()
+    exp = engine.next_expansion(tree)
+    assert (exp.kind, exp.parent_id, exp.target) == ("repair", edit, "row_max")
+    system, user = prompts.render(engine._prompt(exp, tree))
+    assert good.strip() in user and "xr[c + 1]" in user  # the working and the broken version, side by side
+    assert "only the fixed `row_max`" in user
+    store.close()

@@ -155,6 +155,26 @@ def test_directives_skip_what_already_failed_from_the_node():
     assert "slower" in failed["x"]
 
 
+def test_directives_the_model_botched_elsewhere_in_the_tree_come_after_ones_it_carried_out():
+    """A change the model got wrong on one node is asked for last on the next node, and one it got
+    right comes first: the tree is evidence of what this model can do on this problem."""
+    bad = Verdict("incorrect", "wrong values")
+    tree = Tree([node(1, None, origin="root"), node(2, 1, verdict=ok(1.0), directive="straightforward"),
+                 node(3, 2, kind="edit", verdict=bad, directive="unroll_accumulators@row_sum"),
+                 node(4, 2, kind="edit", verdict=Verdict("compile_error", "x"), directive="hoist_invariants"),
+                 node(5, 2, kind="edit", verdict=ok(1.2), directive="cache_blocking"),
+                 node(6, 5, kind="repair", verdict=bad, directive="repair"),
+                 node(7, 2, kind="edit", state="duplicate", directive="float_math")])
+    record = tree.directive_record()
+    assert record == {"straightforward": (1, 1), "unroll_accumulators": (0, 1), "hoist_invariants": (0, 1),
+                      "cache_blocking": (1, 1)}
+    picks = [choose_directive("cpp", {}, random.Random(s), record=record).key for s in range(30)]
+    assert set(picks) == {"cache_blocking"}  # the only untried-here directive with a success elsewhere
+    picks = [choose_directive("cpp", {"cache_blocking": "ok"}, random.Random(s), record=record).key for s in range(30)]
+    assert not set(picks) & {"unroll_accumulators", "hoist_invariants"}
+    assert len(set(picks)) > 1  # directives with no evidence yet still vary with the seed
+
+
 def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     """A kernel that already runs rows in parallel is not asked to (the model would repeat it: a wasted
     minute); a lone operator has no epilogue to fuse; edit requests carry the pattern to copy."""
