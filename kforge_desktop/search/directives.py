@@ -59,8 +59,9 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "never write into them."),
         Directive("unroll_accumulators", "Unroll the reduction loop by 4 with four independent accumulators "
                   "(shorter dependency chains): each step handles elements c, c + 1, c + 2, c + 3, one per "
-                  "accumulator, so every element is added exactly once; a tail loop adds the last elements; the "
-                  "four sums are added at the end.",
+                  "accumulator, so every element is added exactly once, and does for each of the four everything "
+                  "the old loop body did (stores included); a tail loop handles the last elements; the four sums "
+                  "are added at the end.",
                   "float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n"
                   "int64_t c = 0;\n"
                   "for (; c + 4 <= cols; c += 4) {\n"
@@ -131,8 +132,8 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return any("simd" not in (p or "") for p in loops)
     if key == "fuse_epilogue":
         return len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
-    if key == "cache_blocking":
-        return "rows" in kernel  # blocks of rows; a channels-layout kernel has groups, not rows
+    if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
+        return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
     if key == "float_math":
         return bool(re.search(r"\b(double|[0-9]\.[0-9]*)(?![0-9.]*f)\b|\b(exp|sqrt|tanh|log|pow)\s*\(", kernel))
     return True
@@ -169,7 +170,10 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
 
 # which function of a kernel a directive changes: structural ones the entry point, loop-level ones a
 # helper (a small function is what a small model rewrites without breaking it)
-ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "fuse_epilogue", "straightforward"}
+# (hoisting: the invariants are per row, in the entry point; asked of a one-loop helper, the default model
+# pulled the caller's variables into it or made it call itself: 1 of 13 such edits was correct)
+ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "fuse_epilogue", "straightforward",
+                    "hoist_invariants"}
 REDUCTION_DIRECTIVES = {"unroll_accumulators"}
 
 

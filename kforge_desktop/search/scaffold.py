@@ -616,6 +616,34 @@ _DECL = re.compile(r"^(\s*)(?!const\b)((?:unsigned\s+)?\w+\s*\*\s*(?:__restrict_
 _COLLAPSE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: not enough (?:for )?loops to collapse")
 _ANY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error:")
 _UNDECLARED = re.compile(r"error: [‘'`](\w+)[’'`] was not declared in this scope")
+_UNDECLARED_AT = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: [‘'`](\w+)[’'`] was not declared in this scope")
+# OpenMP's canonical-loop errors, reported on the loop the pragma applies to
+_OMP_LOOP_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:invalid controlling predicate|invalid increment "
+                           r"expression|expected iteration declaration or initialization|invalid type for iteration "
+                           r"variable|initializer expression refers to iteration variable)")
+_FN_HEAD = re.compile(r"^\S.*\)\s*(?:const\s*)?\{?\s*$")
+
+
+def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
+    """``for (int64_t c = 0; ...) {...} for (; c < n; ++c)``: the tail loop uses the variable of the
+    loop before it. Declare it before that loop (and before the pragmas on it) instead."""
+    if not re.match(rf"\s*for\s*\(\s*;[^;]*\b{re.escape(name)}\b", lines[idx]):
+        return False
+    decl = re.compile(rf"for\s*\(\s*((?:const\s+)?(?:std::)?(?:int64_t|int32_t|int|long|long long|size_t|unsigned))\s+"
+                      rf"{re.escape(name)}\s*=\s*([^;]+);")
+    for k in range(idx - 1, max(-1, idx - 60), -1):
+        m = decl.search(lines[k])
+        if m:
+            top = k
+            while top > 0 and re.match(r"\s*#\s*pragma\b", lines[top - 1]):
+                top -= 1
+            indent = re.match(r"\s*", lines[k]).group(0)
+            lines[k] = lines[k][: m.start()] + "for (;" + lines[k][m.end():]
+            lines.insert(top, f"{indent}{m.group(1)} {name} = {m.group(2).strip()};")
+            return True
+        if _FN_HEAD.match(lines[k]):
+            return False
+    return False
 
 
 def _line_offset(prelude: str) -> int:
@@ -679,6 +707,22 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
             lines[idx] = ""  # an OpenMP pragma only ever speeds a correct loop up: without it, still correct
             if "OpenMP pragma" not in notes:
                 notes.append("OpenMP pragma")
+    for m in _OMP_LOOP_ERR.finditer(errors):  # the loop is not in OpenMP's form: its pragma goes
+        idx = int(m.group(1)) - 1 - offset
+        k = idx - 1
+        while 0 <= k < len(lines) and not lines[k].strip():
+            k -= 1
+        if 0 <= k < len(lines) and re.match(r"\s*#\s*pragma\s+omp\b", lines[k]):
+            lines[k] = ""
+            if "OpenMP pragma" not in notes:
+                notes.append("OpenMP pragma")
+    hoisted = False
+    for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):  # bottom up: inserts shift lines below
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and _hoist_loop_variable(lines, idx, m.group(2)):
+            hoisted = True
+    if hoisted:
+        notes.append("loop variable declared before its loop")
     for i, line in enumerate(lines):
         fixed = re.sub(r"\bconst\s+((?:unsigned\s+)?\w+)\s+const\b(?!\s*\*)", r"const \1", line)
         if fixed != line:

@@ -255,6 +255,35 @@ def test_autofix_drops_a_rejected_openmp_pragma_and_a_repeated_const():
     assert "OpenMP pragma" in fixes and "duplicate const" in fixes and "reduction" not in kernel
 
 
+def test_autofix_declares_a_loop_variable_the_tail_loop_uses_and_drops_the_pragma_it_breaks():
+    """The default model's unrolled sum of squares, as it wrote it twice in a measured search (and
+    repeated it unchanged when asked to repair it): the four accumulators are right, but ``c`` is
+    declared inside the main loop and the old ``omp simd`` pragma no longer fits that loop."""
+    from kforge_desktop.kernels.native import build_native, syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE, autofix
+
+    kernel = ("static inline float row_sumsq(const float* xr, int64_t cols) {\n"
+              "    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n"
+              "    #pragma omp simd reduction(+ : s0, s1, s2, s3)\n"
+              "    for (int64_t c = 0; c + 4 <= cols; c += 4) {\n"
+              "        s0 += xr[c] * xr[c];\n        s1 += xr[c + 1] * xr[c + 1];\n"
+              "        s2 += xr[c + 2] * xr[c + 2];\n        s3 += xr[c + 3] * xr[c + 3];\n    }\n"
+              "    for (; c < cols; ++c) s0 += xr[c] * xr[c];  // the tail\n"
+              "    return (s0 + s1) + (s2 + s3);\n}\n"
+              'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    for (int64_t r = 0; r < rows; ++r) out[r] = row_sumsq(x + r * cols, cols);\n}\n")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")
+    assert "invalid controlling predicate" in err and "was not declared" in err
+    fixed, notes = autofix(kernel, PRELUDE["cpp"], err)
+    assert set(notes) == {"OpenMP pragma", "loop variable declared before its loop"}
+    assert syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp") is None
+    lib = build_native(PRELUDE["cpp"] + "\n" + fixed, "cpp")
+    x = torch.randn(3, 23)  # 23: the tail loop runs
+    out = torch.empty(3)
+    lib.kernel_forward(x, out, 3, 23)
+    torch.testing.assert_close(out, (x * x).sum(1))
+
+
 def test_the_whole_kernel_prompt_names_what_the_exemplar_leaves_out():
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     s = build_scaffold(problem)

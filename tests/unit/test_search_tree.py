@@ -186,6 +186,8 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
                 "  #pragma omp parallel for\n  for (int64_t r = 0; r < rows; ++r) out[r] = row_sum(x + r * cols, cols);\n}\n")
     assert not applicable("openmp_rows", parallel) and applicable("openmp_rows", parallel.replace("parallel for", ""))
     assert not applicable("fuse_epilogue", parallel, ("softmax",))
+    blocked = parallel.replace("for (int64_t r = 0; r < rows; ++r)", "for (int64_t r0 = 0; r0 < rows; r0 += tile)")
+    assert applicable("cache_blocking", parallel) and not applicable("cache_blocking", blocked)
     assert applicable("fuse_epilogue", parallel, ("native_group_norm", "silu"))
     picks = {choose_directive("cpp", {"straightforward": "ok"}, random.Random(s), kernel=parallel,
                               aten_ops=("softmax",)).key for s in range(40)}
