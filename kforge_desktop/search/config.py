@@ -19,6 +19,7 @@ class SearchConfig:
     top_p: float = 0.95
     max_tokens: int = 1024
     repair_rounds: int = 1  # follow-up calls that repair a failed candidate (best-of-n: none)
+    repair_patience: int | None = 3  # stop "fix it" repairs after this many without a correct one (None: never)
     scaffold: bool = True  # the tool writes ModelNew, the model only the kernel function
     exemplars: bool = True  # show the most similar exemplar kernel in whole-kernel prompts
     seeds: bool = True  # place exactly-fitting exemplars in the tree as seed nodes

@@ -19,13 +19,18 @@ class Directive:
     example: str = ""  # the pattern in a few lines of code: a small model copies a pattern far better
     #                    than it turns a sentence into code (shown in edit requests)
 
-    def prompt_text(self, fence: str) -> str:
+    def prompt_text(self, fence: str, length: str = "") -> str:
         """The instruction, and its pattern when it has one. Patterns only show structure, with the
         work itself left as a comment: the default 1.5B model copied any computation a pattern
-        showed literally (`s0 += xr[c]` for a sum of squares, `std::exp` into a norm)."""
+        showed literally (`s0 += xr[c]` for a sum of squares, `std::exp` into a norm). ``length``:
+        the name the edited function gives its element count, written into the pattern (asked to
+        "use the names of the code above", the model still copied `cols` into a function of `n`)."""
         if not self.example:
             return self.text
-        return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{self.example.strip()}\n```"
+        example = self.example.strip()
+        if length and length != "cols":
+            example = re.sub(r"\bcols\b", length, example)
+        return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{example}\n```"
 
 
 # the first expansion from the root: correctness first
@@ -71,7 +76,7 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "    s3 += /* the term of element c + 3 */;\n"
                   "}\n"
                   "for (; c < cols; ++c) s0 += /* the term of element c */;  // the tail\n"
-                  "const float s = (s0 + s1) + (s2 + s3);"),
+                  "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum was"),
         Directive("cache_blocking", "Block the work so each chunk of data is reused while it is in L1/L2 cache "
                   "(process a few rows or a tile at a time). Every row must still be processed.",
                   "const int64_t tile = 8;\n"
@@ -175,6 +180,14 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
 ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "fuse_epilogue", "straightforward",
                     "hoist_invariants"}
 REDUCTION_DIRECTIVES = {"unroll_accumulators"}
+
+
+def length_parameter(function: str) -> str:
+    """The element-count parameter of a helper (its only integer parameter), or ""."""
+    head = function[: function.find("{")] if "{" in function else function
+    m = re.search(r"\((.*)\)", head, re.S)
+    ints = re.findall(r"\b(?:int64_t|int|long|size_t)\s+(\w+)\s*(?:,|$)", m.group(1).strip()) if m else []
+    return ints[0] if len(ints) == 1 else ""
 
 
 def edit_target(functions: list[tuple[str, str]], key: str, entry: str, rng: random.Random) -> str:

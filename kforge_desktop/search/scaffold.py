@@ -624,6 +624,33 @@ _OMP_LOOP_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:invalid con
 _FN_HEAD = re.compile(r"^\S.*\)\s*(?:const\s*)?\{?\s*$")
 
 
+_NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
+
+
+def _void_unused(lines: list[str], end: int) -> bool:
+    """The function whose closing brace is line ``end`` has no ``return value;`` and every call of it
+    is a statement of its own: declare it ``void`` (what the body does is all the callers use)."""
+    for k in range(end, -1, -1):
+        m = re.match(r"^((?:static\s+|inline\s+|extern\s+\"C\"\s+)*)(float|double|int|int64_t|bool)\s+(\w+)\s*\(",
+                     lines[k])
+        if m:
+            break
+        if k < end and lines[k].startswith("}"):
+            return False
+    else:
+        return False
+    body = "\n".join(lines[k:end + 1])
+    if re.search(r"\breturn\s+[^;\s]", body):
+        return False
+    name = m.group(3)
+    rest = "\n".join(lines[:k] + lines[end + 1:])
+    calls = re.findall(rf"([^\n]*?)\b{re.escape(name)}\s*\(", rest)
+    if any(not re.fullmatch(r"\s*", before) for before in calls):
+        return False  # some caller uses the value
+    lines[k] = lines[k][: m.start(2)] + "void" + lines[k][m.end(2):]
+    return True
+
+
 def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
     """``for (int64_t c = 0; ...) {...} for (; c < n; ++c)``: the tail loop uses the variable of the
     loop before it. Declare it before that loop (and before the pragmas on it) instead."""
@@ -716,6 +743,11 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
             lines[k] = ""
             if "OpenMP pragma" not in notes:
                 notes.append("OpenMP pragma")
+    for m in _NO_RETURN_ERR.finditer(errors):  # promises a value, returns none, and no caller reads one: void
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and _void_unused(lines, idx):
+            if "void return type" not in notes:
+                notes.append("void return type")
     hoisted = False
     for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):  # bottom up: inserts shift lines below
         idx = int(m.group(1)) - 1 - offset
@@ -746,11 +778,14 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
             text = text.replace(first_fn, "\n".join(protos) + "\n\n" + first_fn, 1)
             notes.append("forward declarations")
     if re.search(r"\bstd::rsqrt\s*\(", text) or (prelude.startswith("#include <cmath>") and re.search(r"(?<![\w:])rsqrtf?\s*\(", text)):
+        before = text
         text = _replace_call(text, "std::rsqrt", "(1.0f / std::sqrt({}))")
-        if "cuda_runtime" not in prelude:
+        if "cuda_runtime" not in prelude and not re.search(r"\b(?:float|double|auto)\s+rsqrtf?\s*\(", text):
+            # (a kernel that defines its own rsqrt keeps it)
             text = re.sub(r"(?<![\w:.])rsqrtf?\s*\(", "__kf_rsqrt(", text)
             text = _replace_call(text, "__kf_rsqrt", "(1.0f / std::sqrt({}))")
-        notes.append("rsqrt")
+        if text != before:
+            notes.append("rsqrt")
     if re.search(r"\b(?:std|math)::pi\b", text):
         text = re.sub(r"\b(?:std|math)::pi\b", "3.14159265358979f", text)
         notes.append("pi")

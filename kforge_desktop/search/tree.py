@@ -130,6 +130,19 @@ class Tree:
             out[key] = (ok + (n.verdict is not None and n.verdict.status == "ok"), total + 1)
         return out
 
+    def repair_record(self) -> tuple[int, int]:
+        """(correct, attempted) over the model's "fix it" repairs in the tree (named completions left
+        out); an answer that repeated the broken code or had none is a failed attempt."""
+        ok = total = 0
+        for n in self.nodes.values():
+            if n.origin != "llm" or n.kind != "repair" or n.directive != "repair":
+                continue
+            if n.verdict is None and n.state not in ("duplicate", "no_code"):
+                continue
+            total += 1
+            ok += n.verdict is not None and n.verdict.status == "ok"
+        return ok, total
+
     def failed_approaches(self, node_id: int) -> list[tuple[str, str]]:
         """(directive, what went wrong) for the node's children that did not work."""
         out = []

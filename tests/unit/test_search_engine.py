@@ -132,3 +132,35 @@ def test_the_repair_of_a_failed_edit_asks_for_the_one_changed_function_next_to_i
     assert good.strip() in user and "xr[c + 1]" in user  # the working and the broken version, side by side
     assert "only the fixed `row_max`" in user
     store.close()
+
+
+def test_repairs_stop_once_they_keep_failing_and_the_budget_goes_to_edits(tmp_path):
+    """Three "fix it" repairs on this problem and none correct: the next failure is not repaired, the
+    search edits a correct node instead and says why. A named completion is not affected."""
+    from kforge_desktop.kernels.verdict import Verdict
+
+    store = SessionStore(tmp_path / "g.kforge")
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), SearchConfig(budget_candidates=8))
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
+    bad = Verdict("incorrect", "values differ", max_abs_err=1.0)
+    for i in range(2):
+        edit = store.add_node(pid, seed.id, "llm", "edit", "cpp", source=f"e{i}", kernel_source=f"e{i}",
+                              directive="simd_inner")
+        store.record_verdict(edit, bad, 0.1)
+        fix = store.add_node(pid, edit, "llm", "repair", "cpp", source=f"r{i}", kernel_source=f"r{i}", directive="repair")
+        store.record_verdict(fix, bad, 0.1)
+    store.add_node(pid, edit, "llm", "repair", "cpp", state="duplicate", directive="repair", duplicate_of=fix)
+    last = store.add_node(pid, seed.id, "llm", "edit", "cpp", source="e2", kernel_source="e2", directive="float_math")
+    store.record_verdict(last, bad, 0.1)
+
+    patient = SearchEngine(store, pid, generator=None, evaluator=None,
+                           config=SearchConfig(budget_candidates=8, repair_patience=None))
+    assert patient.next_expansion().kind == "repair"
+    engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=8))
+    logs: list = []
+    engine.subscribe(lambda e: logs.append(e.message) if isinstance(e, ev.Log) else None)
+    exp = engine.next_expansion()
+    assert exp.kind != "repair" and exp.parent_id in (seed.id, store.root(pid).id)
+    assert any("none of 3 repairs was correct" in m for m in logs)
+    store.close()

@@ -284,6 +284,29 @@ def test_autofix_declares_a_loop_variable_the_tail_loop_uses_and_drops_the_pragm
     torch.testing.assert_close(out, (x * x).sum(1))
 
 
+def test_autofix_makes_a_helper_void_when_it_returns_nothing_and_keeps_a_self_made_rsqrt():
+    """The default model's straightforward RMSNorm: its own ``rsqrt`` helper (fine) and a ``float``
+    scale_row with no return whose value no caller reads (a crash at run time, an error at build)."""
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE, autofix
+
+    kernel = ("static inline float rsqrt(float x) {\n    return 1.0f / std::sqrt(x);\n}\n\n"
+              "static inline float scale_row(const float* xr, float scale, float* yr, int64_t cols) {\n"
+              "    for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * scale;\n}\n\n"
+              'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    for (int64_t r = 0; r < rows; ++r) {\n"
+              "        scale_row(x + r * cols, rsqrt((float)cols), out + r * cols, cols);\n    }\n}\n")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")
+    assert "no return statement" in err
+    fixed, notes = autofix(kernel, PRELUDE["cpp"], err)
+    assert notes == ["void return type"] and "static inline void scale_row(" in fixed
+    assert "static inline float rsqrt(float x)" in fixed
+    assert syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp") is None
+    used = kernel.replace("        scale_row(", "        float v = scale_row(").replace("cols);\n    }", "cols); (void)v;\n    }")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + used, "cpp")
+    assert autofix(used, PRELUDE["cpp"], err) is None  # a caller reads the value: that needs a person, not a fix
+
+
 def test_the_whole_kernel_prompt_names_what_the_exemplar_leaves_out():
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     s = build_scaffold(problem)

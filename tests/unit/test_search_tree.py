@@ -175,6 +175,16 @@ def test_directives_the_model_botched_elsewhere_in_the_tree_come_after_ones_it_c
     assert len(set(picks)) > 1  # directives with no evidence yet still vary with the seed
 
 
+def test_a_pattern_is_written_in_the_edited_functions_own_names():
+    from kforge_desktop.search.directives import directive_by_key, length_parameter
+
+    helper = "static inline float sq_dev_of(const float* v, float mean, int64_t n) {\n  return 0.0f;\n}"
+    assert length_parameter(helper) == "n"
+    assert length_parameter('extern "C" void f(const float* x, int64_t rows, int64_t cols) {}') == ""
+    text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp", length_parameter(helper))
+    assert "c + 4 <= n;" in text and "cols" not in text
+
+
 def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     """A kernel that already runs rows in parallel is not asked to (the model would repeat it: a wasted
     minute); a lone operator has no epilogue to fuse; edit requests carry the pattern to copy."""
