@@ -11,6 +11,11 @@ import random
 import re
 from dataclasses import dataclass
 
+# how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
+# model otherwise spent "the total" on a new pass over the row and returned nothing)
+SUM_END = "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum was"
+SUM_RETURN = "return (s0 + s1) + (s2 + s3);"
+
 
 @dataclass(frozen=True)
 class Directive:
@@ -19,7 +24,7 @@ class Directive:
     example: str = ""  # the pattern in a few lines of code: a small model copies a pattern far better
     #                    than it turns a sentence into code (shown in edit requests)
 
-    def prompt_text(self, fence: str, length: str = "") -> str:
+    def prompt_text(self, fence: str, length: str = "", returns_sum: bool = False) -> str:
         """The instruction, and its pattern when it has one. Patterns only show structure, with the
         work itself left as a comment: the default 1.5B model copied any computation a pattern
         showed literally (`s0 += xr[c]` for a sum of squares, `std::exp` into a norm). ``length``:
@@ -30,6 +35,8 @@ class Directive:
         example = self.example.strip()
         if length and length != "cols":
             example = re.sub(r"\bcols\b", length, example)
+        if returns_sum:
+            example = example.replace(SUM_END, SUM_RETURN)
         return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{example}\n```"
 
 
@@ -76,7 +83,7 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "    s3 += /* the term of element c + 3 */;\n"
                   "}\n"
                   "for (; c < cols; ++c) s0 += /* the term of element c */;  // the tail\n"
-                  "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum was"),
+                  + SUM_END),
         Directive("cache_blocking", "Block the work so each chunk of data is reused while it is in L1/L2 cache "
                   "(process a few rows or a tile at a time). Every row must still be processed.",
                   "const int64_t tile = 8;\n"
@@ -180,6 +187,11 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
 ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "fuse_epilogue", "straightforward",
                     "hoist_invariants"}
 REDUCTION_DIRECTIVES = {"unroll_accumulators"}
+
+
+def returns_value(function: str) -> bool:
+    """Whether a function ends by returning a variable (``return s;``): a helper that returns its sum."""
+    return bool(re.search(r"\breturn\s+\w+\s*;\s*\}\s*$", function.strip()))
 
 
 def length_parameter(function: str) -> str:

@@ -37,7 +37,14 @@ from ..problem.problem import Problem
 from ..store import SearchState, SessionStore
 from . import events as ev
 from .config import SearchConfig
-from .directives import CORRECT_FIRST, choose_directive, directive_by_key, edit_target, length_parameter
+from .directives import (
+    CORRECT_FIRST,
+    choose_directive,
+    directive_by_key,
+    edit_target,
+    length_parameter,
+    returns_value,
+)
 from .exemplars import (
     EPILOGUE_OPS,
     best_exemplar,
@@ -680,9 +687,10 @@ class SearchEngine:
             functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"]
             target = edit_target(functions, d.key, FUNCTION, rng)
             key = d.key if target == FUNCTION else f"{d.key}@{target}"
-            length = length_parameter(dict(functions)[target]) if target != FUNCTION else ""
-            return Expansion(node_id, kind, key, d.prompt_text("cuda" if self.language == "cuda" else "cpp", length),
-                             target)
+            helper = dict(functions)[target] if target != FUNCTION else ""
+            text = d.prompt_text("cuda" if self.language == "cuda" else "cpp", length_parameter(helper),
+                                 returns_value(helper))
+            return Expansion(node_id, kind, key, text, target)
         return Expansion(node_id, kind, d.key, d.text)
 
     def _completion(self, node) -> Expansion | None:

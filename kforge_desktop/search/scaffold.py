@@ -613,6 +613,8 @@ def prune_unreachable(code: str, entry: str = FUNCTION) -> str:
 _CONST_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: invalid conversion from [‘'`]const (\w+)\s*\*[’'`] to "
                         r"[‘'`](\w+)\s*\*[’'`]")
 _DECL = re.compile(r"^(\s*)(?!const\b)((?:unsigned\s+)?\w+\s*\*\s*(?:__restrict__\s+)?\w+\s*=)")
+_CONST_ARG_NOTE = re.compile(r"error: invalid conversion from [‘'`]const \w+\s*\*[’'`][^\n]*\n(?:[^\n]*\n){0,6}?"
+                             r"kernel\.(?:cpp|cu):(\d+):(\d+): note:\s+initializing argument \d+ of")
 _COLLAPSE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: not enough (?:for )?loops to collapse")
 _ANY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error:")
 _UNDECLARED = re.compile(r"error: [‘'`](\w+)[’'`] was not declared in this scope")
@@ -719,6 +721,16 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
             fixed = _DECL.sub(r"\1const \2", lines[idx], count=1)
             if fixed != lines[idx]:
                 lines[idx] = fixed
+                if "const pointers" not in notes:
+                    notes.append("const pointers")
+    for m in _CONST_ARG_NOTE.finditer(errors):  # a const input passed to a helper's non-const parameter
+        idx, col = int(m.group(1)) - 1 - offset, int(m.group(2)) - 1
+        if 0 <= idx < len(lines):
+            params = list(re.finditer(r"(?<![\w\s])(\s*)(float|double|int|int64_t)(\s*\*)", lines[idx]))
+            near = [p for p in params if p.start(2) <= col + 2 and col <= p.end(3) + 32]
+            if near:
+                p = min(near, key=lambda p: abs(p.start(2) - col))
+                lines[idx] = lines[idx][: p.start(2)] + "const " + lines[idx][p.start(2):]
                 if "const pointers" not in notes:
                     notes.append("const pointers")
     for m in _COLLAPSE_ERR.finditer(errors):

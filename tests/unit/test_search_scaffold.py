@@ -307,6 +307,23 @@ def test_autofix_makes_a_helper_void_when_it_returns_nothing_and_keeps_a_self_ma
     assert autofix(used, PRELUDE["cpp"], err) is None  # a caller reads the value: that needs a person, not a fix
 
 
+def test_autofix_makes_a_helper_parameter_const_when_a_const_input_is_passed_to_it():
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE, autofix
+
+    kernel = ("static inline float row_sum(float* xr, float* yr, int64_t cols) {\n"
+              "    float s = 0.0f;\n    for (int64_t c = 0; c < cols; ++c) { yr[c] = xr[c]; s += xr[c]; }\n"
+              "    return s;\n}\n"
+              'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    for (int64_t r = 0; r < rows; ++r) {\n        const float* xr = x + r * cols;\n"
+              "        const float s = row_sum(xr, out + r * cols, cols);\n        out[r * cols] += s;\n    }\n}\n")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")
+    assert "initializing argument 1" in err
+    fixed, notes = autofix(kernel, PRELUDE["cpp"], err)
+    assert notes == ["const pointers"] and "row_sum(const float* xr, float* yr, int64_t cols)" in fixed
+    assert syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp") is None
+
+
 def test_the_whole_kernel_prompt_names_what_the_exemplar_leaves_out():
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     s = build_scaffold(problem)

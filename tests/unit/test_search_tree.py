@@ -183,6 +183,12 @@ def test_a_pattern_is_written_in_the_edited_functions_own_names():
     assert length_parameter('extern "C" void f(const float* x, int64_t rows, int64_t cols) {}') == ""
     text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp", length_parameter(helper))
     assert "c + 4 <= n;" in text and "cols" not in text
+    from kforge_desktop.search.directives import returns_value
+
+    summing = "static inline float row_sum(const float* v, int64_t n) {\n  float s = 0.0f;\n  return s;\n}"
+    assert returns_value(summing) and not returns_value(summing.replace("return s;", "v[0];"))
+    text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp", "n", returns_value(summing))
+    assert "return (s0 + s1) + (s2 + s3);" in text and "total" not in text
 
 
 def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
