@@ -147,7 +147,9 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
     if key == "float_math":
-        return bool(re.search(r"\b(double|[0-9]\.[0-9]*)(?![0-9.]*f)\b|\b(exp|sqrt|tanh|log|pow)\s*\(", kernel))
+        # doubles, double literals, or unqualified C math calls (std::exp on a float is float already)
+        code = re.sub(r"//[^\n]*|/\*.*?\*/", "", kernel, flags=re.S)
+        return bool(re.search(r"\b(double|[0-9]\.[0-9]*)(?![0-9.]*f)\b|(?<![\w:])(exp|sqrt|tanh|log|pow)\s*\(", code))
     return True
 
 

@@ -204,6 +204,8 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert not applicable("fuse_epilogue", parallel, ("softmax",))
     blocked = parallel.replace("for (int64_t r = 0; r < rows; ++r)", "for (int64_t r0 = 0; r0 < rows; r0 += tile)")
     assert applicable("cache_blocking", parallel) and not applicable("cache_blocking", blocked)
+    assert not applicable("float_math", parallel + "// exp(x) in a comment\n")  # all float already
+    assert applicable("float_math", parallel.replace("0.0f", "0.0")) and applicable("float_math", "y = exp(v);")
     assert applicable("fuse_epilogue", parallel, ("native_group_norm", "silu"))
     picks = {choose_directive("cpp", {"straightforward": "ok"}, random.Random(s), kernel=parallel,
                               aten_ops=("softmax",)).key for s in range(40)}
