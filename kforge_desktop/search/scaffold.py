@@ -660,19 +660,32 @@ def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
         return False
     decl = re.compile(rf"for\s*\(\s*((?:const\s+)?(?:std::)?(?:int64_t|int32_t|int|long|long long|size_t|unsigned))\s+"
                       rf"{re.escape(name)}\s*=\s*([^;]+);")
+    declared = re.compile(rf"^\s*(?:int64_t|int32_t|int|long|size_t)\s+{re.escape(name)}\s*=")
+    empty_init = re.compile(rf"^\s*for\s*\(\s*;[^;]*\b{re.escape(name)}\b")
+    first_use = idx  # the topmost loop of this function that uses the variable without declaring it
+
+    def declare(at: int, text: str) -> None:
+        while at > 0 and re.match(r"\s*#\s*pragma\b", lines[at - 1]):
+            at -= 1  # before the pragmas on the loop
+        lines.insert(at, text)
+
     for k in range(idx - 1, max(-1, idx - 60), -1):
+        if declared.match(lines[k]):
+            return False  # declared already (by an earlier fix)
         m = decl.search(lines[k])
         if m:
-            top = k
-            while top > 0 and re.match(r"\s*#\s*pragma\b", lines[top - 1]):
-                top -= 1
             indent = re.match(r"\s*", lines[k]).group(0)
             lines[k] = lines[k][: m.start()] + "for (;" + lines[k][m.end():]
-            lines.insert(top, f"{indent}{m.group(1)} {name} = {m.group(2).strip()};")
+            declare(k, f"{indent}{m.group(1)} {name} = {m.group(2).strip()};")
             return True
+        if empty_init.match(lines[k]):
+            first_use = k
         if _FN_HEAD.match(lines[k]):
-            return False
-    return False
+            break
+    # no loop declares it: the unrolled loop that comes first starts from 0
+    indent = re.match(r"\s*", lines[first_use]).group(0)
+    declare(first_use, f"{indent}int64_t {name} = 0;")
+    return True
 
 
 def _line_offset(prelude: str) -> int:

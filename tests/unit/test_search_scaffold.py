@@ -282,6 +282,14 @@ def test_autofix_declares_a_loop_variable_the_tail_loop_uses_and_drops_the_pragm
     out = torch.empty(3)
     lib.kernel_forward(x, out, 3, 23)
     torch.testing.assert_close(out, (x * x).sum(1))
+    # the same, written from the pattern but without its `int64_t c = 0;`: declared before the first loop
+    bare = fixed.replace("    int64_t c = 0;\n", "")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + bare, "cpp")
+    assert err.count("was not declared") == 2
+    again, notes = autofix(bare, PRELUDE["cpp"], err)
+    assert notes == ["loop variable declared before its loop"] and again.count("int64_t c = 0;") == 1
+    assert again.index("int64_t c = 0;") < again.index("for (; c + 4 <= cols")
+    assert syntax_check(PRELUDE["cpp"] + "\n" + again, "cpp") is None
 
 
 def test_autofix_makes_a_helper_void_when_it_returns_nothing_and_keeps_a_self_made_rsqrt():
