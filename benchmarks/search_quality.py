@@ -182,6 +182,55 @@ def report(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def retime(rows: list[dict], out: Path) -> list[dict]:
+    """Time each search's fastest correct nodes again, one at a time on an otherwise idle machine: the
+    searches ran several to a machine, so their own timings are noisy. Per session: the seed and
+    the fastest LLM-written node (by the search's own timing), and the LLM node whose re-timed
+    speedup is best among the search's three fastest."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.store import SessionStore
+
+    done = []
+    with Evaluator(device="cpu", workers=1) as evaluator:
+        for r in rows:
+            path = ROOT / r["session"]
+            if not path.exists():
+                continue
+            store = SessionStore(path)
+            pid = store.problems()[0].id
+            nodes = [n for n in store.nodes(pid) if n.speedup is not None]
+            llm = sorted((n for n in nodes if n.origin == "llm"), key=lambda n: -n.speedup)[:3]
+            seeds = [n for n in nodes if n.origin == "seed"]
+            problem = load_problem(ROOT / "resources" / "problems" / f"{r['problem']}.py")
+            for n in seeds + llm:
+                v = evaluator.evaluate(problem, n.source)
+                row = {"problem": r["problem"], "config": r["config"], "seed": r["seed"], "node": n.id,
+                       "origin": n.origin, "kind": n.kind, "search_speedup": n.speedup, "status": v.status,
+                       "speedup": v.speedup, "speedup_compile": v.speedup_compile, "significant": v.significant}
+                done.append(row)
+                print(f"{r['problem']:<16} {r['config']:<12} s{r['seed']} node {n.id:<3} {n.origin:<5} "
+                      f"search {n.speedup:.2f}x  alone {v.summary()}", flush=True)
+            store.close()
+    out.write_text("".join(json.dumps(d) + "\n" for d in done))
+    return done
+
+
+def retimed_report(rows: list[dict]) -> str:
+    """Per search: the seed and the best LLM-written node, re-timed alone."""
+    out = ["| problem | config | seed | exemplar seed alone | best LLM node alone (vs torch.compile) |",
+           "|---|---|---|---|---|"]
+    keys = sorted({(r["problem"], r["config"], r["seed"]) for r in rows})
+    for key in keys:
+        rs = [r for r in rows if (r["problem"], r["config"], r["seed"]) == key and r["status"] == "ok"]
+        seed = max((r for r in rs if r["origin"] == "seed"), key=lambda r: r["speedup"], default=None)
+        llm = max((r for r in rs if r["origin"] == "llm"), key=lambda r: r["speedup"], default=None)
+        seed_s = _x(seed["speedup"]) if seed else "-"
+        llm_s = f"{_x(llm['speedup'])} ({_x(llm['speedup_compile'])}), node {llm['node']} {llm['kind']}" if llm else "-"
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {seed_s} | {llm_s} |")
+    return "\n".join(out)
+
+
 def seeds_only(problems: list[str], device: str, out: Path) -> list[dict]:
     """Evaluate just the exemplar seeds (no model): what the search starts from on ``device``."""
     from kforge_desktop.kernels.evaluator import Evaluator
@@ -221,8 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="print the markdown tables and exit")
     ap.add_argument("--seeds", action="store_true", help="only evaluate the exemplar seeds (no model)")
     ap.add_argument("--device", default="cpu", help="device for --seeds (cpu or cuda)")
+    ap.add_argument("--retime", action="store_true",
+                    help="time the best nodes of every search in --results again, alone (after the searches)")
     args = ap.parse_args(argv)
     results = Path(args.results)
+    retimed = results.with_name(results.stem + "_retimed.jsonl")
+    if args.retime:
+        retime(load_rows(results), retimed)
+        print(retimed_report(load_rows(retimed)))
+        return 0
     if args.seeds:
         problems = args.problems if args.problems != list(DEFAULT_PROBLEMS) else sorted(
             p.stem for p in (ROOT / "resources" / "problems").glob("*.py"))
@@ -230,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.report:
         print(report(load_rows(results)))
+        if retimed.exists():
+            print("\nRe-timed alone (`--retime`):\n")
+            print(retimed_report(load_rows(retimed)))
         return 0
     from kforge_desktop.llm import resolve_model
     from kforge_desktop.llm.llama_backend import LlamaCppGenerator
