@@ -148,7 +148,8 @@ def report(rows: list[dict]) -> str:
                "(LLM-written) | best vs torch.compile | tok/s | s/cand LLM | build | verify | time |")
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     order = list(CONFIGS)
-    for r in sorted(rows, key=lambda r: (r["problem"], order.index(r["config"]) if r["config"] in order else 99)):
+    for r in sorted(rows, key=lambda r: (r["problem"], order.index(r["config"]) if r["config"] in order else 99,
+                                         r.get("seed", 0))):
         k = r["by_kind"]
 
         def kind(name: str, r=r, k=k) -> str:
@@ -156,8 +157,9 @@ def report(rows: list[dict]) -> str:
             return _pct(d["self_made"], d["n"]) if d else "-"
 
         best = f"{_x(r['best_speedup'])} ({_x(r['best_llm_speedup'])})"
+        label = r["config"] + (f" (seed {r['seed']})" if r.get("seed") else "")
         out.append(
-            f"| {r['problem']} | {r['config']} | {_pct(r['self_made'], r['candidates'])} | {kind('whole')} | "
+            f"| {r['problem']} | {label} | {_pct(r['self_made'], r['candidates'])} | {kind('whole')} | "
             f"{kind('edit')} | {kind('repair')} | {best} | {_x(r['best_speedup_compile'])} | "
             f"{(r['tokens_per_s'] or 0):.1f} | {r['llm_s_per_candidate']:.1f} | {r['build_s_per_eval']:.2f} | "
             f"{r['verify_s_per_eval']:.2f} | {r['time_s_per_eval']:.2f} |"

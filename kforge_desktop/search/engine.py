@@ -195,6 +195,29 @@ def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, proble
                    note="torch.compile's own generated code (TorchInductor's Triton kernels), as a starting point")
 
 
+def autofix_kernel(scaffold: Scaffold, kernel: str) -> tuple[str, str]:
+    """Apply the mechanical fixes (``scaffold.autofix``) for the errors the syntax check shows, round
+    by round, and keep the result only when it then compiles; (kernel, the node's note)."""
+    try:
+        from ..kernels.native import syntax_check
+    except ImportError:
+        return kernel, ""
+    current, notes = kernel.strip() + "\n", []
+    for _ in range(3):  # each round fixes what the compiler reported; stop when clean or stuck
+        err = syntax_check(scaffold.kernel_file(current), scaffold.language)
+        if not err:
+            break
+        fixed = autofix(current, PRELUDE[scaffold.language], err)
+        if fixed is None:
+            break
+        current, notes = fixed[0].strip() + "\n", notes + fixed[1]
+    else:
+        err = syntax_check(scaffold.kernel_file(current), scaffold.language)
+    if not notes or err:
+        return kernel, ""  # only a fix that makes the kernel compile is kept
+    return current, "autofix: " + ", ".join(dict.fromkeys(notes))
+
+
 def _try_scaffold(problem: Problem, language: str) -> Scaffold | None:
     if language not in ("cpp", "cuda"):
         return None
@@ -830,28 +853,9 @@ class SearchEngine:
         self._record_answer(exp, ctx, request, gen, trimmed)
 
     def _autofix(self, scaffold: Scaffold, kernel: str) -> tuple[str, str]:
-        """Apply the mechanical const-pointer fix when the syntax check shows that error (and only
-        when the fixed kernel then passes the check); the node's note says so."""
         if not self.config.syntax_check:
             return kernel, ""
-        try:
-            from ..kernels.native import syntax_check
-        except ImportError:
-            return kernel, ""
-        current, notes = kernel.strip() + "\n", []
-        for _ in range(3):  # each round fixes what the compiler reported; stop when clean or stuck
-            err = syntax_check(scaffold.kernel_file(current), scaffold.language)
-            if not err:
-                break
-            fixed = autofix(current, PRELUDE[scaffold.language], err)
-            if fixed is None:
-                break
-            current, notes = fixed[0].strip() + "\n", notes + fixed[1]
-        else:
-            err = syntax_check(scaffold.kernel_file(current), scaffold.language)
-        if not notes or err:
-            return kernel, ""  # only a fix that makes the kernel compile is kept
-        return current, "autofix: " + ", ".join(dict.fromkeys(notes))
+        return autofix_kernel(scaffold, kernel)
 
     def _drain_light_commands(self) -> None:
         """During generation: apply commands that do not need the loop (pin, exclude, budget...)."""

@@ -653,6 +653,23 @@ def _void_unused(lines: list[str], end: int) -> bool:
     return True
 
 
+# constants the directive patterns declare (cache_blocking's `const int64_t tile = 8;`), which the model
+# sometimes uses without declaring: 7 of the 25 compile errors of the measured MCTS searches
+PATTERN_CONSTANTS = {"tile": "const int64_t tile = 8;"}
+
+
+def _declare_constant(lines: list[str], idx: int, name: str) -> bool:
+    """Declare a pattern constant at the top of the function that uses it (once)."""
+    for k in range(idx, -1, -1):
+        if _FN_HEAD.match(lines[k]):
+            if any(PATTERN_CONSTANTS[name] in line for line in lines[k:idx]):
+                return False
+            at = k + 1 if lines[k].rstrip().endswith("{") else k + 2
+            lines.insert(at, "    " + PATTERN_CONSTANTS[name])
+            return True
+    return False
+
+
 def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
     """``for (int64_t c = 0; ...) {...} for (; c < n; ++c)``: the tail loop uses the variable of the
     loop before it. Declare it before that loop (and before the pragmas on it) instead."""
@@ -759,8 +776,13 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
             lines[idx] = ""  # an OpenMP pragma only ever speeds a correct loop up: without it, still correct
             if "OpenMP pragma" not in notes:
                 notes.append("OpenMP pragma")
+    # a loop that uses an undeclared name is judged again once the name is declared (below)
+    undeclared_lines = {int(m.group(1)) - 1 - offset for m in _UNDECLARED_AT.finditer(errors)
+                        if m.group(2) in PATTERN_CONSTANTS}
     for m in _OMP_LOOP_ERR.finditer(errors):  # the loop is not in OpenMP's form: its pragma goes
         idx = int(m.group(1)) - 1 - offset
+        if idx in undeclared_lines:
+            continue
         k = idx - 1
         while 0 <= k < len(lines) and not lines[k].strip():
             k -= 1
@@ -773,6 +795,10 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
         if 0 <= idx < len(lines) and _void_unused(lines, idx):
             if "void return type" not in notes:
                 notes.append("void return type")
+    for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):
+        idx = int(m.group(1)) - 1 - offset
+        if m.group(2) in PATTERN_CONSTANTS and 0 <= idx < len(lines) and _declare_constant(lines, idx, m.group(2)):
+            notes.append(f"`{m.group(2)}` declared")
     hoisted = False
     for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):  # bottom up: inserts shift lines below
         idx = int(m.group(1)) - 1 - offset

@@ -1,0 +1,62 @@
+"""Replay recorded searches through the current mechanical fixes: what would they have saved?
+
+For every LLM-written candidate that failed to compile in the given session files, apply the
+current ``autofix`` (the same rounds the search runs after each answer) and, when the fixed kernel
+compiles, evaluate it for real (build, verify, time) against its problem. The model's answers are
+the recorded ones, so this measures a change to the fixes without new LLM calls, and anyone can
+rerun it on the published sessions:
+
+    python benchmarks/replay_autofix.py benchmarks/results/search/sessions/*-mcts-*.kforge
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sessions", nargs="+")
+    args = ap.parse_args(argv)
+
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.engine import autofix_kernel
+    from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.store import SessionStore
+
+    failed = fixed = correct = candidates = 0
+    with Evaluator(device="cpu", workers=1) as evaluator:
+        for path in args.sessions:
+            store = SessionStore(path)
+            record = store.problems()[0]
+            problem = load_problem(ROOT / "resources" / "problems" / f"{record.name}.py")
+            scaffold = build_scaffold(problem, "cpp")
+            for n in store.nodes(record.id):
+                if n.origin != "llm" or n.verdict is None:
+                    continue
+                candidates += 1
+                if n.verdict.status != "compile_error" or not n.kernel_source:
+                    continue
+                failed += 1
+                kernel, note = autofix_kernel(scaffold, n.kernel_source)
+                if not note:
+                    print(f"{Path(path).name:<34} node {n.id:<3} still does not compile")
+                    continue
+                fixed += 1
+                v = evaluator.evaluate(problem, scaffold.module_source(kernel))
+                correct += v.status == "ok" and not v.library_calls
+                print(f"{Path(path).name:<34} node {n.id:<3} {note:<48} {v.summary()}", flush=True)
+            store.close()
+    print(f"\n{candidates} LLM candidates; {failed} did not compile; the current fixes make {fixed} of them "
+          f"compile and {correct} correct")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
