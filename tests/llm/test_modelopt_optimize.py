@@ -31,7 +31,9 @@ def test_optimize_one_example_model_end_to_end(tmp_path, test_model_path, build_
             result = optimize_model(
                 RESOURCES / "examples" / "llm_block.py", SearchConfig(budget_candidates=1, max_tokens=320, seed=1),
                 session_path=path, generator=gen, evaluator=evaluator, listener=seen.append,
-                options=ModelOptOptions(only=("swiglu",), bench_runs=5, bench_compile=False))
+                # floor_ratio 0: search the SwiGLU however close to its floor this machine's timings put it (on
+                # a loaded machine they put it within 1.2x, and it was skipped); budget.py's own tests cover that
+                options=ModelOptOptions(only=("swiglu",), bench_runs=5, bench_compile=False, floor_ratio=0.0))
     finally:
         gen.close()
 

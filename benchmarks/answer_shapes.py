@@ -1,0 +1,54 @@
+"""What the model's recorded answers look like around their code: would a grammar help?
+
+Reads every LLM answer in the given session files and counts answers without a fenced code block,
+answers with more than one, the share of characters before the first block and after it, answers
+with a ``main()`` and answers cut off at the token limit. A grammar that forces one code block can
+only remove what is outside the block.
+
+    python benchmarks/answer_shapes.py benchmarks/results/sessions/*.kforge
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sessions", nargs="+")
+    args = ap.parse_args(argv)
+    n = chars = before = after = no_fence = several = with_main = cut = 0
+    for path in args.sessions:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT response, params FROM llm_calls").fetchall()
+        except sqlite3.DatabaseError as err:
+            print(f"skipped {path}: {err}")
+            continue
+        for response, params in rows:
+            n += 1
+            chars += len(response)
+            with_main += "main(" in response
+            cut += json.loads(params or "{}").get("finish_reason") == "length"
+            start = response.find("```")
+            if start < 0:
+                no_fence += 1
+                continue
+            end = response.find("```", start + 3)
+            before += start
+            if end >= 0:
+                after += len(response) - (end + 3)
+                several += response.find("```", end + 3) >= 0
+        db.close()
+    print(f"{n} answers in {len(args.sessions)} sessions")
+    print(f"without a fenced block: {no_fence}; with more than one: {several}")
+    print(f"characters before the first block: {100 * before / max(1, chars):.1f}%; "
+          f"after it: {100 * after / max(1, chars):.1f}%")
+    print(f"with a main(): {with_main}; cut off at the token limit: {cut}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
