@@ -155,8 +155,8 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 
 
 # PRIORS (the ``prior`` of each C++ directive): edits and whole kernels the default Qwen2.5-Coder 1.5B
-# carried out correctly in the measured searches (benchmarks/results/sessions, group_norm_silu,
-# rms_norm and softmax; docs/benchmarks.md): cache_blocking 17/26, unroll_accumulators 13/43,
+# carried out correctly in the measured searches on group_norm_silu, rms_norm and softmax
+# (benchmarks/directive_record.py over the session files it names; docs/benchmarks.md): cache_blocking 17/26, unroll_accumulators 13/43,
 # float_math 6/20, single_pass 4/28, simd_inner 3/27, hoist_invariants 2/30, fuse_epilogue 1/18;
 # openmp_rows 0/3 is too few to say (0.5). The search's own record on the problem (``record``) soon
 # outweighs them, so a model that does better at some change gets asked for it.

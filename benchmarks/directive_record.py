@@ -1,0 +1,48 @@
+"""How often the model carried out each kind of request correctly, over recorded session files.
+
+The priors on the C++ directives (``search/directives.py``) and the "fix it" repair record quoted
+in ``search/engine.py`` come from this count:
+
+    python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge \
+        benchmarks/results/search_36d1137/sessions/*.kforge benchmarks/results/search_346744e_partial/sessions/*.kforge
+
+Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
+duplicates (answers that repeated an earlier kernel) beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from collections import defaultdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sessions", nargs="+")
+    args = ap.parse_args(argv)
+    table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for path in args.sessions:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT n.kind, n.directive, n.state, v.status FROM nodes n LEFT JOIN verdicts v "
+                              "ON v.node_id = n.id WHERE n.origin = 'llm'").fetchall()
+        except sqlite3.DatabaseError as err:
+            print(f"skipped {path}: {err}")
+            continue
+        for kind, directive, state, status in rows:
+            key = (kind, directive.split("@")[0].split(":")[0])
+            if state == "duplicate":
+                table[key][2] += 1
+            elif status is not None or state == "no_code":
+                table[key][1] += 1
+                table[key][0] += status == "ok"
+        db.close()
+    print(f"{'kind':<8} {'directive':<22} correct/evaluated  duplicates")
+    for (kind, directive), (ok, n, dup) in sorted(table.items()):
+        print(f"{kind:<8} {directive:<22} {ok:>3}/{n:<3} {100 * ok / max(1, n):4.0f}%   {dup}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
