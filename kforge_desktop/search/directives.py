@@ -34,7 +34,7 @@ class Directive:
         if not self.example:
             return self.text
         example = self.example.strip()
-        if length and length != "cols":
+        if length:
             example = re.sub(r"\bcols\b", length, example)
         if returns_sum:
             example = example.replace(SUM_END, SUM_RETURN)
@@ -156,9 +156,9 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 
 # PRIORS (the ``prior`` of each C++ directive): edits and whole kernels the default Qwen2.5-Coder 1.5B
 # carried out correctly in the measured searches on group_norm_silu, rms_norm and softmax
-# (benchmarks/directive_record.py over the session files it names; docs/benchmarks.md): cache_blocking 17/26, unroll_accumulators 13/43,
-# float_math 6/20, single_pass 4/28, simd_inner 3/27, hoist_invariants 2/30, fuse_epilogue 1/18;
-# openmp_rows 0/3 is too few to say (0.5). The search's own record on the problem (``record``) soon
+# (benchmarks/directive_record.py over the session files it names; docs/benchmarks.md):
+# cache_blocking 17/26, unroll_accumulators 13/43, float_math 6/20, single_pass 4/28, simd_inner 3/27,
+# hoist_invariants 2/30, fuse_epilogue 1/18; openmp_rows 0/3 is too few to say (0.5). The search's own record on the problem (``record``) soon
 # outweighs them, so a model that does better at some change gets asked for it.
 
 
@@ -170,13 +170,14 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     Order: the correctness-first directive for a node's very first expansion when ``first``; then
     directives never tried from this node, the ones the model is likeliest to carry out correctly
     first (``record``: key -> (correct, evaluated) elsewhere in the tree, ranked by (correct + 2 *
-    prior) / (evaluated + 2); a seeded random order among equals); then ones that worked before from this node (worth refining
-    again); failed ones only when nothing else is left."""
+    prior) / (evaluated + 2); a seeded random order among equals); then ones that worked before from
+    this node (worth refining again); failed ones only when nothing else is left."""
     tried = {k.split("@")[0]: v for k, v in tried.items()}
     if first and language in CORRECT_FIRST and CORRECT_FIRST[language].key not in tried:
         return CORRECT_FIRST[language]
     pool = list(DIRECTIVES.get(language, DIRECTIVES["cpp"]))
     rng.shuffle(pool)
+
     def rate(d: Directive) -> float:  # the prior counts as two requests' worth of evidence
         ok, n = (record or {}).get(d.key, (0, 0))
         return (ok + 2 * d.prior) / (n + 2)

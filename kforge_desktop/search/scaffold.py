@@ -624,8 +624,6 @@ _OMP_LOOP_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:invalid con
                            r"expression|expected iteration declaration or initialization|invalid type for iteration "
                            r"variable|initializer expression refers to iteration variable)")
 _FN_HEAD = re.compile(r"^\S.*\)\s*(?:const\s*)?\{?\s*$")
-
-
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
 
 
@@ -795,14 +793,16 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
         if 0 <= idx < len(lines) and _void_unused(lines, idx):
             if "void return type" not in notes:
                 notes.append("void return type")
-    for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):
-        idx = int(m.group(1)) - 1 - offset
-        if m.group(2) in PATTERN_CONSTANTS and 0 <= idx < len(lines) and _declare_constant(lines, idx, m.group(2)):
-            notes.append(f"`{m.group(2)}` declared")
     hoisted = False
-    for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):  # bottom up: inserts shift lines below
-        idx = int(m.group(1)) - 1 - offset
-        if 0 <= idx < len(lines) and _hoist_loop_variable(lines, idx, m.group(2)):
+    # bottom up, as both fixes insert a line above the error; each checks the line it is given first
+    for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):
+        idx, name = int(m.group(1)) - 1 - offset, m.group(2)
+        if not 0 <= idx < len(lines):
+            continue
+        if name in PATTERN_CONSTANTS:
+            if _declare_constant(lines, idx, name):
+                notes.append(f"`{name}` declared")
+        elif _hoist_loop_variable(lines, idx, name):
             hoisted = True
     if hoisted:
         notes.append("loop variable declared before its loop")
