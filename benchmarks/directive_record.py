@@ -4,7 +4,8 @@ The priors on the C++ directives (``search/directives.py``) and the "fix it" rep
 in ``search/engine.py`` come from this count:
 
     python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge \
-        benchmarks/results/search_36d1137/sessions/*.kforge benchmarks/results/search_346744e_partial/sessions/*.kforge
+        benchmarks/results/search_36d1137/sessions/*.kforge benchmarks/results/search_346744e_partial/sessions/*.kforge \
+        benchmarks/results/search/sessions/*.kforge benchmarks/results/search_648317c/sessions/*.kforge
 
 Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
 duplicates (answers that repeated an earlier kernel) beside them.

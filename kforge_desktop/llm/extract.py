@@ -17,8 +17,10 @@ PY_LABELS = {"python", "py", "python3", "py3"}
 CPP_LABELS = {"cpp", "c++", "cxx", "cc", "c", "h", "hpp"}
 CUDA_LABELS = {"cuda", "cu", "cuh"}
 
-# an opening fence may follow prose on the same line ("Here: ```python"); a closing fence ends a line
-_FENCE = re.compile(r"(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n`]*\n")
+# an opening fence may follow prose on the same line ("Here: ```python"), but then nothing follows its
+# label: "in one ```cpp block." is prose that names a fence, not one; a closing fence ends a line
+_FENCE = re.compile(r"(?:(?<=\n)|^)[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n`]*\n"
+                    r"|(`{3,}|~{3,})[ \t]*([\w+#.-]*)[ \t]*:?[ \t]*\n")
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
@@ -89,7 +91,7 @@ def split_blocks(answer: str) -> list[Block]:
         m = _FENCE.search(answer, pos)
         if not m:
             break
-        fence, label = m.group(1), m.group(2)
+        fence, label = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         close = re.compile(rf"{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
         end = close.search(answer, m.end())
         body = answer[m.end() : end.start() if end else len(answer)]

@@ -25,20 +25,73 @@ class Directive:
     #                    than it turns a sentence into code (shown in edit requests)
     prior: float = 0.5  # the share of such requests a small model carried out correctly (see PRIORS)
 
-    def prompt_text(self, fence: str, length: str = "", returns_sum: bool = False) -> str:
+    def prompt_text(self, fence: str, length: str = "", returns_sum: bool = False, term: str = "") -> str:
         """The instruction, and its pattern when it has one. Patterns only show structure, with the
         work itself left as a comment: the default 1.5B model copied any computation a pattern
         showed literally (`s0 += xr[c]` for a sum of squares, `std::exp` into a norm). ``length``:
         the name the edited function gives its element count, written into the pattern (asked to
-        "use the names of the code above", the model still copied `cols` into a function of `n`)."""
+        "use the names of the code above", the model still copied `cols` into a function of `n`).
+        ``term``: what the edited loop adds per element (``reduction_term``, ``{i}`` for the element).
+        That is the function's own work, safe to copy, and the pattern shows it instead of a comment
+        (asked with the comment, the model copied it: ``s0 += /* the term of element c */;``)."""
         if not self.example:
             return self.text
         example = self.example.strip()
         if length:
             example = re.sub(r"\bcols\b", length, example)
+        if term:
+            example = re.sub(r"/\* the term of element (c(?: \+ \d)?) \*/", lambda m: _term_at(term, m.group(1)),
+                             example)
         if returns_sum:
             example = example.replace(SUM_END, SUM_RETURN)
         return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{example}\n```"
+
+
+def _term_at(term: str, element: str) -> str:
+    """``term`` (with ``{i}`` for the element) written for ``element`` ("c" or "c + 1")."""
+    out = term.replace("[{i}]", f"[{element}]")
+    return out.replace("{i}", element if element == "c" else f"({element})")
+
+
+_DECL = re.compile(r"^(?:const\s+)?(?:float|double|auto)\s+(\w+)\s*=\s*(.+)$", re.S)
+_ADD = re.compile(r"^(\w+)\s*\+=\s*(.+)$", re.S)
+
+
+def reduction_term(function: str) -> str:
+    """What a helper's one summing loop adds per element, with ``{i}`` for the element: ``v[{i}] *
+    v[{i}]`` for ``for (i ...) { float d = v[i]; s += d * d; }``. "" when the function has more than
+    one loop, or the loop does anything but name values and add one of them (a store, a call with
+    effects, a second sum): those keep the pattern's placeholder."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", function, flags=re.S)
+    if len(re.findall(r"\bfor\s*\(", code)) != 1:
+        return ""
+    m = re.search(r"for\s*\(\s*(?:int64_t|int|long|size_t)\s+(\w+)\s*=\s*\w+\s*;[^;]*;[^)]*\)\s*"
+                  r"(?:\{([^{}]*)\}|([^;{}]*;))", code)
+    if not m:
+        return ""
+    var, body = m.group(1), (m.group(2) if m.group(2) is not None else m.group(3))
+    statements = [st.strip() for st in body.split(";") if st.strip()]
+    if not statements:
+        return ""
+    names: dict[str, str] = {}
+
+    def inline(expr: str) -> str:
+        for name, value in names.items():
+            expr = re.sub(rf"\b{name}\b", f"({value})", expr)
+        return expr.strip()
+    for st in statements[:-1]:
+        d = _DECL.match(st)
+        if not d:
+            return ""
+        names[d.group(1)] = inline(d.group(2))
+    add = _ADD.match(statements[-1])
+    if not add or "=" in add.group(2).replace("==", "").replace("<=", "").replace(">=", ""):
+        return ""
+    term = inline(add.group(2))
+    if re.search(r"\b" + re.escape(add.group(1)) + r"\b", term):
+        return ""
+    term = re.sub(rf"\[\s*{var}\s*\]", "[\0]", term)
+    return re.sub(rf"\b{var}\b", "\0", term).replace("\0", "{i}")
 
 
 # the first expansion from the root: correctness first
@@ -60,13 +113,13 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "    const float* xr = x + r * cols;  // this row's input\n"
                   "    float* yr = out + r * cols;      // this row's output\n"
                   "    // ... the same per-row work as before ...\n"
-                  "}"),
+                  "}", prior=0.25),
         Directive("simd_inner", "Make the inner loops SIMD-friendly: `#pragma omp simd` (with `reduction(+ : s)` "
                   "for sums, `reduction(max : m)` for a maximum), no branches or function calls inside, "
-                  "contiguous access.", prior=0.11),
+                  "contiguous access.", prior=0.13),
         Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
                   "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
-                  "in the next.", prior=0.14),
+                  "in the next.", prior=0.17),
         Directive("hoist_invariants", "Hoist loop invariants: precompute reciprocals (multiply instead of "
                   "divide), row pointers and constants outside the inner loops. Inputs stay `const float*`: "
                   "never write into them.", prior=0.07),
@@ -84,7 +137,7 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "    s3 += /* the term of element c + 3 */;\n"
                   "}\n"
                   "for (; c < cols; ++c) s0 += /* the term of element c */;  // the tail\n"
-                  + SUM_END, prior=0.30),
+                  + SUM_END, prior=0.42),
         Directive("cache_blocking", "Block the work so each chunk of data is reused while it is in L1/L2 cache "
                   "(process a few rows or a tile at a time). Every row must still be processed.",
                   "const int64_t tile = 8;\n"
@@ -94,9 +147,9 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "    for (int64_t r = r0; r < r1; ++r) {\n"
                   "        // ... the same per-row work as before ...\n"
                   "    }\n"
-                  "}", prior=0.65),
+                  "}", prior=0.60),
         Directive("fuse_epilogue", "Fuse the whole chain into the kernel's final loop: apply the scale, bias "
-                  "and activation while writing the output, without an extra pass over memory.", prior=0.06),
+                  "and activation while writing the output, without an extra pass over memory.", prior=0.05),
         Directive("float_math", "Use single-precision math functions and constants everywhere (`expf`, "
                   "`tanhf`, `sqrtf`, `1.0f`), no doubles in the inner loop.", prior=0.30),
     ),
@@ -155,11 +208,18 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 
 
 # PRIORS (the ``prior`` of each C++ directive): edits and whole kernels the default Qwen2.5-Coder 1.5B
-# carried out correctly in the measured searches on group_norm_silu, rms_norm and softmax
+# carried out correctly in all the measured searches on group_norm_silu, rms_norm and softmax
 # (benchmarks/directive_record.py over the session files it names; docs/benchmarks.md):
-# cache_blocking 17/26, unroll_accumulators 13/43, float_math 6/20, single_pass 4/28, simd_inner 3/27,
-# hoist_invariants 2/30, fuse_epilogue 1/18; openmp_rows 0/3 is too few to say (0.5). The search's own record on the problem (``record``) soon
-# outweighs them, so a model that does better at some change gets asked for it.
+# cache_blocking 35/58, unroll_accumulators 37/88, float_math 6/20, openmp_rows 2/8, single_pass 9/52,
+# simd_inner 5/40, hoist_invariants 3/42, fuse_epilogue 1/21. The search's own record on the problem
+# (``record``) soon outweighs them, so a model that does better at some change gets asked for it.
+
+
+def expected_rate(d: Directive, record: dict[str, tuple[int, int]] | None = None) -> float:
+    """The chance the model carries out ``d`` correctly: its prior, worth two requests of evidence,
+    updated by the tree's record on this problem (key -> (correct, evaluated))."""
+    ok, n = (record or {}).get(d.key, (0, 0))
+    return (ok + 2 * d.prior) / (n + 2)
 
 
 def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False,
@@ -178,9 +238,8 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     pool = list(DIRECTIVES.get(language, DIRECTIVES["cpp"]))
     rng.shuffle(pool)
 
-    def rate(d: Directive) -> float:  # the prior counts as two requests' worth of evidence
-        ok, n = (record or {}).get(d.key, (0, 0))
-        return (ok + 2 * d.prior) / (n + 2)
+    def rate(d: Directive) -> float:
+        return expected_rate(d, record)
     pool.sort(key=rate, reverse=True)  # stable: the seeded order among equal rates
     untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
     if untried:
@@ -213,11 +272,11 @@ def length_parameter(function: str) -> str:
     return ints[0] if len(ints) == 1 else ""
 
 
-def edit_target(functions: list[tuple[str, str]], key: str, entry: str, rng: random.Random) -> str:
-    """The function an edit with directive ``key`` should rewrite, from (name, text) pairs."""
+def edit_targets(functions: list[tuple[str, str]], key: str, entry: str) -> list[str]:
+    """The functions an edit with directive ``key`` may rewrite, from (name, text) pairs, sorted."""
     names = [n for n, _ in functions]
     if entry not in names or key in ENTRY_DIRECTIVES:
-        return entry
+        return [entry]
     helpers = [(n, t) for n, t in functions if n != entry]
     if key in REDUCTION_DIRECTIVES:
         helpers = [(n, t) for n, t in helpers if "reduction" in t or "+=" in t]
@@ -225,6 +284,30 @@ def edit_target(functions: list[tuple[str, str]], key: str, entry: str, rng: ran
         helpers = [(n, t) for n, t in helpers if applicable(key, t)]
     else:
         helpers = [(n, t) for n, t in helpers if "for" in t]
-    if not helpers:
-        return entry
-    return rng.choice(sorted(n for n, _ in helpers))
+    return sorted(n for n, _ in helpers) or [entry]
+
+
+def _target_key(key: str, target: str, entry: str) -> str:
+    return key if target == entry else f"{key}@{target}"
+
+
+def edit_target(functions: list[tuple[str, str]], key: str, entry: str, rng: random.Random,
+                tried: dict[str, str] | None = None) -> str:
+    """The function an edit with directive ``key`` should rewrite: one it was not yet asked of from
+    this node (``tried``: the node's directive@target keys), a seeded random one among those."""
+    targets = edit_targets(functions, key, entry)
+    fresh = [t for t in targets if _target_key(key, t, entry) not in (tried or {})]
+    return rng.choice(fresh or targets)
+
+
+def open_tried(tried: dict[str, str], functions: list[tuple[str, str]], entry: str) -> dict[str, str]:
+    """``tried`` (directive@target -> outcome) without the directives that still have a function they
+    were not asked of from this node: unrolling one helper's sum says nothing about unrolling the
+    other's, and a directive the model carries out well should be asked of each (measured: unrolling
+    48% correct against 10-21% for the directives that came next)."""
+    out = dict(tried)
+    for key in {k.split("@")[0] for k in tried}:
+        targets = edit_targets(functions, key, entry)
+        if any(_target_key(key, t, entry) not in tried for t in targets):
+            out = {k: v for k, v in out.items() if k.split("@")[0] != key}
+    return out

@@ -13,6 +13,7 @@ equal budgets.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .tree import Tree
@@ -49,12 +50,15 @@ def fresh_success(tree: Tree, node_id: int) -> float:
     return (hits + 1) / (len(tried) + 2)
 
 
-def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) -> int:
+def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams(),
+                chance: Callable[[int], float] | None = None) -> int:
     """The node to expand: descend by UCT through correct children, widen progressively.
 
     Widening is also value-aware: a node whose new children have kept failing (a small model's
     from-scratch kernels at the root) is not widened again while it has a working child to descend
-    to; the budget goes where the model succeeds."""
+    to; the budget goes where the model succeeds. ``chance(node)``, when given, is a second estimate of
+    that: how likely the model is to carry out the change the node would be asked for next (a node
+    whose good directives are used up gets the ones this model rarely carries out)."""
     node_id = start_id
     seen = set()
     while node_id not in seen:
@@ -66,7 +70,8 @@ def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) ->
         # through correct children, and through a failed one whose repair is correct (an incomplete
         # seed and its completion): the correct node below must stay reachable
         options = [k for k in kids if tree.expandable(k.id) or any(tree.expandable(i) for i in tree.subtree(k.id))]
-        if attempts < limit and tree.expandable(node_id) and (not options or fresh_success(tree, node_id) >= FRESH_MIN):
+        if attempts < limit and tree.expandable(node_id) and (
+                not options or min(fresh_success(tree, node_id), chance(node_id) if chance else 1.0) >= FRESH_MIN):
             return node_id
         if not options:
             return node_id
@@ -89,9 +94,10 @@ def select_best_of_n(tree: Tree, start_id: int) -> int:
     return start_id
 
 
-def select(strategy: str, tree: Tree, start_id: int, params: MCTSParams = MCTSParams()) -> int:
+def select(strategy: str, tree: Tree, start_id: int, params: MCTSParams = MCTSParams(),
+           chance: Callable[[int], float] | None = None) -> int:
     if strategy == "mcts":
-        return select_mcts(tree, start_id, params)
+        return select_mcts(tree, start_id, params, chance)
     if strategy == "greedy":
         return select_greedy(tree, start_id)
     if strategy == "best-of-n":

@@ -110,6 +110,13 @@ def test_inline_opening_fence():
     assert ex.ok
 
 
+def test_prose_that_names_a_fence_is_not_one():
+    """The default model echoed the prompt's wording ("in one ```cpp block.") before its block; the
+    fence inside that sentence used to open the block, and the real fence landed in the C++."""
+    ex = extract_code(f"Here is every function you changed in one ```python block.\n\n```python\n{MODULE}```")
+    assert ex.ok and "```" not in ex.code and "class ModelNew" in ex.code
+
+
 def test_truncated_answer_is_reported_not_returned():
     cut = MODULE[: MODULE.index("return out")]
     cut = cut[: cut.rindex("(") + 1]  # stop mid-expression, as a token limit does
