@@ -94,6 +94,16 @@ def decode_speed(completion_tokens: int, seconds: float, prompt_seconds: float) 
 
 OnToken = Callable[[str], None]
 
+REPEAT_SPAN = 400  # characters: about 120 tokens, longer than any line a kernel repeats on purpose
+
+
+def repeating(text: str, span: int = REPEAT_SPAN) -> bool:
+    """Whether an answer has fallen into a loop: its last ``span`` characters already appeared, whole,
+    earlier in it. A small model that starts writing the same functions again never gets out (the
+    default model wrote three copies of softmax's helpers and ran out of tokens before the kernel);
+    stopping there saves the rest of the token budget."""
+    return len(text) >= 2 * span and text.find(text[-span:], 0, len(text) - span) >= 0
+
 
 @runtime_checkable
 class Generator(Protocol):

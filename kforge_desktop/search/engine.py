@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from ..kernels.verdict import Verdict
 from ..llm import prompts
+from ..llm.generator import repeating
 from ..problem.problem import Problem
 from ..store import SearchState, SessionStore
 from . import events as ev
@@ -842,9 +843,15 @@ class SearchEngine:
         last = [time.monotonic()]
         n_tok = [0]
         t0 = time.monotonic()
+        halt = _Halt(self._cancel)
+        streamed: list[str] = []
 
         def on_token(text: str) -> None:
             n_tok[0] += 1
+            streamed.append(text)
+            if n_tok[0] % 16 == 0 and not halt.looping and repeating("".join(streamed)):
+                halt.looping = True  # the model is in a loop: the rest of the budget would be more of it
+                halt.set()
             now = time.monotonic()
             tps = n_tok[0] / (now - t0) if now > t0 else None
             self._emit(ev.TokenStream(self.problem_id, text, tps))
@@ -855,12 +862,15 @@ class SearchEngine:
             self._drain_light_commands()
 
         try:
-            gen = self.generator.generate(request, on_token=on_token, cancel=self._cancel)
+            gen = self.generator.generate(request, on_token=on_token, cancel=halt)
         except GenerationError as err:
             self._gen_failures += 1
             self._log(f"the model could not answer: {err}", "error")
             return
         self._gen_failures = 0
+        if halt.looping and not self._cancel.is_set():
+            gen = replace(gen, finish_reason="repeating", cancelled=False)
+            self._log(f"the model kept repeating itself: stopped after {gen.completion_tokens} tokens", "warning")
         if gen.cancelled:
             self._log("generation cancelled", persist=False)
             return
@@ -893,7 +903,7 @@ class SearchEngine:
 
         scaffold = self.scaffold()
         parent = self.store.node(exp.parent_id)
-        finished = gen.finish_reason != "length"
+        finished = gen.finish_reason not in ("length", "repeating")
         kernel, source, note = "", "", ""
         if ctx.kind in ("whole", "edit", "repair"):
             wanted = exp.target or FUNCTION
@@ -908,6 +918,9 @@ class SearchEngine:
                 source = scaffold.module_source(kernel)
             else:
                 note = ex.problem or "the answer had no usable kernel code"
+                if gen.finish_reason == "repeating":
+                    note = (f"the model kept repeating itself and never finished {wanted} (stopped after "
+                            f"{gen.completion_tokens} tokens; a larger model loops less)")
         else:
             ex = extract_code(gen.text, finished=finished)
             if ex.ok:
@@ -953,6 +966,19 @@ class SearchEngine:
             self._log(f"node {node_id} repeats node {dup}; not evaluated, not counted", "warning")
             tree = self._tree()  # not a candidate, but the expansion was spent: visits, no value
             self.store.update_stats(backprop(tree, node_id, 0.0))
+
+
+class _Halt(threading.Event):
+    """The cancel event one generation watches: set by the engine's stop, or by the engine itself when
+    the answer falls into a loop (``looping``)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self._stop = stop
+        self.looping = False
+
+    def is_set(self) -> bool:
+        return super().is_set() or self._stop.is_set()
 
 
 def _directive_label(language: str, key: str) -> str:

@@ -245,3 +245,46 @@ def test_a_kernel_followed_by_a_cut_off_test_driver_is_kept():
     assert ex.ok and ex.code.strip() == KERNEL.strip() and "dropped" in ex.problem
     cut_inside = extract_code(f"```cpp\n{KERNEL[:-4]}", function="kernel_forward", finished=False)
     assert cut_inside.code is None and "cut off" in cut_inside.problem
+
+
+# the default model's own answer to a softmax request (a recorded session): it wrote softmax's three
+# helpers, then wrote them again, and again, until the token limit, never reaching kernel_forward
+LOOPING_HELPERS = '''// the largest value of one row
+static inline float row_max(const float* xr, int64_t cols) {
+    float m = -INFINITY;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+    return m;
+}
+
+// yr[c] = exp(xr[c] - m); returns the sum of those values
+static inline float exp_row(const float* xr, float m, float* yr, int64_t cols) {
+    float s = 0.0f;
+    #pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < cols; ++c) {
+        float e = std::exp(xr[c] - m);
+        yr[c] = e;
+        s += e;
+    }
+    return s;
+}
+
+// yr[c] *= k
+static inline void scale_row(float* yr, float k, int64_t cols) {
+    #pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) yr[c] *= k;
+}
+
+'''
+
+
+def test_an_answer_that_loops_is_recognised_before_the_token_limit():
+    from kforge_desktop.llm.generator import repeating
+
+    answer = "```cpp\n#include <cmath>\n#include <cstdint>\n\n" + LOOPING_HELPERS * 4
+    stop = next(i for i in range(1, len(answer) + 1) if repeating(answer[:i]))
+    assert stop < len(LOOPING_HELPERS) * 2 + 200  # within the second copy: the rest of the budget is saved
+    # a kernel that repeats itself on purpose (an unrolled loop, helpers of the same shape) is not a loop,
+    # at any point while it streams in
+    unrolled = "".join(f"    s{k} += (v[c + {k}] - mean) * (v[c + {k}] - mean);\n" for k in range(8))
+    kernel = LOOPING_HELPERS + unrolled + LOOPING_HELPERS.replace("row", "col") + unrolled.replace("c + ", "i + ")
+    assert not any(repeating(kernel[:i]) for i in range(1, len(kernel) + 1))
