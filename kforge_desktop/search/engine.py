@@ -51,11 +51,13 @@ from .directives import (
 )
 from .exemplars import (
     EPILOGUE_OPS,
+    SHARED_HELPERS,
     best_exemplar,
     epilogue_missing,
     exemplar_named,
     missing_ops,
     output_writer,
+    provide_helpers,
     seed_exemplars,
 )
 from .scaffold import (
@@ -752,6 +754,8 @@ class SearchEngine:
         names = " then ".join(missing)
         text = (f"The kernel computes everything except the final {names}. Apply {names} to every value `{target}` "
                 f"stores: compute the value exactly as now into `float v`, then store `{expr}` instead.")
+        if _provided_note(expr, self.language):
+            text += f" ({_provided_note(expr, self.language).lstrip('; ')}.)"
         text += f"\nThe pattern:\n```{'cuda' if self.language == 'cuda' else 'cpp'}\nfloat v = /* the value stored now */;\n" \
                 f"y[i] = {expr};\n```"
         return Expansion(node.id, "repair", f"complete:{'+'.join(missing)}@{target}", text, target)
@@ -785,8 +789,8 @@ class SearchEngine:
                 found = best_exemplar(scaffold, self.problem.source)
                 if found:
                     table = EPILOGUE_OPS.get(self.language, {})
-                    missing = tuple(f"{op} (of a value v: {table[op]})" if op in table else op
-                                    for op in missing_ops(found[0], scaffold))
+                    missing = tuple(f"{op} (of a value v: {table[op]}{_provided_note(table[op], self.language)})"
+                                    if op in table else op for op in missing_ops(found[0], scaffold))
                     ctx = replace(ctx, exemplar=found[1], exemplar_about=found[0].about, exemplar_missing=missing)
             return ctx
         if exp.kind == "edit":
@@ -914,7 +918,10 @@ class SearchEngine:
             if code is not None:
                 kernel = merge_functions(parent.kernel_source, code) if ctx.kind in ("edit", "repair") else code
                 kernel = prune_unreachable(kernel)
+                kernel, provided = provide_helpers(kernel, self.language)
                 kernel, note = self._autofix(scaffold, kernel)
+                if provided:
+                    note = "; ".join(x for x in (note, f"{', '.join(provided)} provided") if x)
                 source = scaffold.module_source(kernel)
             else:
                 note = ex.problem or "the answer had no usable kernel code"
@@ -966,6 +973,12 @@ class SearchEngine:
             self._log(f"node {node_id} repeats node {dup}; not evaluated, not counted", "warning")
             tree = self._tree()  # not a candidate, but the expansion was spent: visits, no value
             self.store.update_stats(backprop(tree, node_id, 0.0))
+
+
+def _provided_note(code: str, language: str) -> str:
+    """What a prompt says about the shared helpers (``provide_helpers``) that ``code`` calls."""
+    names = [n for n in SHARED_HELPERS.get(language, {}) if f"{n}(" in code]
+    return f"; `{names[0]}` is provided (a float exp that vectorizes): call it, do not define it" if names else ""
 
 
 class _Halt(threading.Event):

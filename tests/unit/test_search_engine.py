@@ -119,7 +119,7 @@ def test_the_repair_of_a_failed_edit_asks_for_the_one_changed_function_next_to_i
     seed = next(n for n in store.nodes(pid) if n.origin == "seed")
     store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
     good = function_text(seed.kernel_source, "row_max")
-    broken = seed.kernel_source.replace(good, good.replace("std::max(m, xr[c])", "std::max(m, xr[c + 1])"))
+    broken = seed.kernel_source.replace(good, good.replace("xr[c] > m ? xr[c] : m", "xr[c + 1] > m ? xr[c + 1] : m"))
     assert broken != seed.kernel_source
     edit = store.add_node(pid, seed.id, "llm", "edit", "cpp", source="x", kernel_source=broken,
                           directive="simd_inner@row_max")
