@@ -278,8 +278,8 @@ def edit_targets(functions: list[tuple[str, str]], key: str, entry: str) -> list
     if entry not in names or key in ENTRY_DIRECTIVES:
         return [entry]
     helpers = [(n, t) for n, t in functions if n != entry]
-    if key in REDUCTION_DIRECTIVES:
-        helpers = [(n, t) for n, t in helpers if "reduction" in t or "+=" in t]
+    if key in REDUCTION_DIRECTIVES:  # sums (the pattern adds): not a maximum's `reduction(max : m)`
+        helpers = [(n, t) for n, t in helpers if re.search(r"reduction\s*\(\s*\+|\+=", t)]
     elif key == "simd_inner":
         helpers = [(n, t) for n, t in helpers if applicable(key, t)]
     else:

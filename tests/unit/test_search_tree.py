@@ -227,11 +227,12 @@ def test_a_directive_is_asked_of_each_function_it_applies_to_before_it_counts_as
     functions = [("sum_of", "float sum_of(...) { for (...) s += v[i]; }"),
                  ("sq_dev_of", "float sq_dev_of(...) { for (...) s += d * d; }"),
                  ("affine", "void affine(...) { for (...) y[i] = v; }"),
+                 ("row_max", "float row_max(...) { #pragma omp simd reduction(max : m)\n for (...) m = x > m ? x : m; }"),
                  ("kernel_forward", "void kernel_forward(...) { for (...) {} }")]
     tried = {"unroll_accumulators@sum_of": "failed", "cache_blocking": "ok"}
     assert open_tried(tried, functions, "kernel_forward") == {"cache_blocking": "ok"}
     picks = {edit_target(functions, "unroll_accumulators", "kernel_forward", random.Random(s), tried) for s in range(20)}
-    assert picks == {"sq_dev_of"}
+    assert picks == {"sq_dev_of"}  # and never the maximum: the pattern adds
     tried["unroll_accumulators@sq_dev_of"] = "ok"
     assert open_tried(tried, functions, "kernel_forward") == tried
     assert choose_directive("cpp", open_tried(tried, functions, "kernel_forward"), random.Random(0)).key not in (
