@@ -187,6 +187,16 @@ def directive_by_key(language: str, key: str) -> Directive | None:
     return next((d for d in DIRECTIVES.get(language, ()) if d.key == key), None)
 
 
+_STEPPED_LOOP = re.compile(r"for\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*(?:[2-9]|\d\d+)\s*\)")
+
+
+def unrollable(function: str) -> bool:
+    """Whether a function has a sum loop to unroll: it adds (``+=`` or an OpenMP ``+`` reduction), and
+    no loop of it steps by more than one already (asked to unroll an unrolled loop, the model rewrote
+    it into another unrolled loop: a correct candidate that changes nothing)."""
+    return bool(re.search(r"reduction\s*\(\s*\+|\+=", function)) and not _STEPPED_LOOP.search(function)
+
+
 def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     """Whether asking for directive ``key`` on this kernel can change anything: a kernel that already
     runs its rows in parallel gets no "parallelize the rows" (the model answers with the same code, a
@@ -198,6 +208,12 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return any("simd" not in (p or "") for p in loops)
     if key == "fuse_epilogue":
         return len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
+    if key == "unroll_accumulators":  # a sum loop not unrolled yet, in a helper when there are helpers
+        from .scaffold import FUNCTION, split_items
+
+        functions = [it for it in split_items(kernel) if it.kind == "function"]
+        helpers = [it for it in functions if it.name != FUNCTION]
+        return any(unrollable(it.text) for it in (helpers or functions))
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
     if key == "float_math":
@@ -278,8 +294,8 @@ def edit_targets(functions: list[tuple[str, str]], key: str, entry: str) -> list
     if entry not in names or key in ENTRY_DIRECTIVES:
         return [entry]
     helpers = [(n, t) for n, t in functions if n != entry]
-    if key in REDUCTION_DIRECTIVES:  # sums (the pattern adds): not a maximum's `reduction(max : m)`
-        helpers = [(n, t) for n, t in helpers if re.search(r"reduction\s*\(\s*\+|\+=", t)]
+    if key in REDUCTION_DIRECTIVES:  # sums (the pattern adds), not a maximum's, not unrolled already
+        helpers = [(n, t) for n, t in helpers if unrollable(t)]
     elif key == "simd_inner":
         helpers = [(n, t) for n, t in helpers if applicable(key, t)]
     else:

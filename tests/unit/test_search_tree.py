@@ -233,6 +233,14 @@ def test_a_directive_is_asked_of_each_function_it_applies_to_before_it_counts_as
     assert open_tried(tried, functions, "kernel_forward") == {"cache_blocking": "ok"}
     picks = {edit_target(functions, "unroll_accumulators", "kernel_forward", random.Random(s), tried) for s in range(20)}
     assert picks == {"sq_dev_of"}  # and never the maximum: the pattern adds
+    # a helper unrolled already is not asked again (the model wrote another unrolled loop: no change)
+    from kforge_desktop.search.directives import applicable
+
+    unrolled = ("float sum_of(const float* v, int64_t n) {\n  float s0 = 0.0f, s1 = 0.0f;\n  int64_t i = 0;\n"
+                "  for (; i + 2 <= n; i += 2) { s0 += v[i]; s1 += v[i + 1]; }\n  return s0 + s1;\n}")
+    assert edit_target([("sum_of", unrolled)] + functions[1:], "unroll_accumulators", "kernel_forward",
+                       random.Random(0)) == "sq_dev_of"
+    assert applicable("unroll_accumulators", functions[1][1]) and not applicable("unroll_accumulators", unrolled)
     tried["unroll_accumulators@sq_dev_of"] = "ok"
     assert open_tried(tried, functions, "kernel_forward") == tried
     assert choose_directive("cpp", open_tried(tried, functions, "kernel_forward"), random.Random(0)).key not in (
