@@ -703,6 +703,48 @@ def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
     return True
 
 
+_READ_ONLY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: assignment of read-only variable [‘'`](\w+)[’'`]")
+_LOCAL_DECL = re.compile(r"^\s*(?:const\s+)?(?:float|double|int|int64_t|int32_t|long|size_t|auto)\s+(\w+)\s*=[^;]*;\s*(?://.*)?$")
+
+
+def _function_span(lines: list[str], idx: int) -> tuple[int, int] | None:
+    """(head line, closing line) of the top-level function around line ``idx``."""
+    head = next((k for k in range(idx, -1, -1) if _FN_HEAD.match(lines[k])), None)
+    if head is None:
+        return None
+    end = next((k for k in range(idx, len(lines)) if lines[k].startswith("}")), len(lines) - 1)
+    return head, end
+
+
+def _drop_unused_declaration(lines: list[str], idx: int, name: str) -> bool:
+    """``const int64_t count = per_group * spatial;`` pasted into a helper where ``per_group`` does not
+    exist: a local declaration that uses an undeclared name and that nothing else in the function
+    reads is dropped (it can have no effect on the result)."""
+    m = _LOCAL_DECL.match(lines[idx])
+    span = _function_span(lines, idx)
+    if not m or span is None or not re.search(rf"\b{re.escape(name)}\b", lines[idx].split("=", 1)[1]):
+        return False
+    declared = m.group(1)
+    if any(re.search(rf"\b{re.escape(declared)}\b", lines[k]) for k in range(span[0], span[1] + 1) if k != idx):
+        return False
+    lines[idx] = ""  # blank, not removed: the compiler's other line numbers stay valid
+    return True
+
+
+def _unconst_assigned(lines: list[str], idx: int, name: str) -> bool:
+    """``const float s0 = v[0];`` and then ``s0 += v[c];``: a local declared const but assigned later
+    loses the const (which changes nothing else in a program that compiles)."""
+    span = _function_span(lines, idx)
+    if span is None:
+        return False
+    decl = re.compile(rf"\bconst\s+((?:float|double|int|int64_t|int32_t|long|size_t|auto)\s+{re.escape(name)}\s*[=;])")
+    for k in range(idx - 1, span[0] - 1, -1):
+        if decl.search(lines[k]):
+            lines[k] = decl.sub(r"\1", lines[k], count=1)
+            return True
+    return False
+
+
 def _line_offset(prelude: str) -> int:
     return (prelude + "\n").count("\n") if prelude else 0
 
@@ -737,7 +779,9 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
       the compiler rejects (dropped: a pragma only speeds a correct loop up);
     - ``const float const`` (a repeated qualifier);
     - a helper used before it is defined (forward declarations are added);
-    - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``.
+    - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``;
+    - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
+      undeclared name (dropped).
 
     Returns (fixed kernel, what was fixed) or None when nothing applied. The caller re-checks."""
     offset = _line_offset(prelude)
@@ -793,6 +837,11 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
         if 0 <= idx < len(lines) and _void_unused(lines, idx):
             if "void return type" not in notes:
                 notes.append("void return type")
+    for m in _READ_ONLY_ERR.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and _unconst_assigned(lines, idx, m.group(2)):
+            if "const dropped from an assigned variable" not in notes:
+                notes.append("const dropped from an assigned variable")
     hoisted = False
     # bottom up, as both fixes insert a line above the error; each checks the line it is given first
     for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):
@@ -802,6 +851,9 @@ def autofix(kernel: str, prelude: str, errors: str) -> tuple[str, list[str]] | N
         if name in PATTERN_CONSTANTS:
             if _declare_constant(lines, idx, name):
                 notes.append(f"`{name}` declared")
+        elif _drop_unused_declaration(lines, idx, name):
+            if "unused declaration dropped" not in notes:
+                notes.append("unused declaration dropped")
         elif _hoist_loop_variable(lines, idx, name):
             hoisted = True
     if hoisted:

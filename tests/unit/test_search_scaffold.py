@@ -400,6 +400,53 @@ def test_autofix_declares_the_tile_size_the_blocking_pattern_uses_and_keeps_the_
     assert syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp") is None
 
 
+def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_declaration(build_cache):
+    """Two unroll edits of GroupNorm's helpers by the default model (recorded): four accumulators
+    declared `const` and then added to, and a line pasted from the entry point whose names do not
+    exist in the helper and whose variable nothing reads. Both compile after the fixes, and both are
+    correct GroupNorm + SiLU kernels."""
+    from kforge_desktop.search.engine import autofix_kernel
+    from kforge_desktop.search.exemplars import EPILOGUE_OPS, provide_helpers
+    from kforge_desktop.search.scaffold import function_text
+
+    problem = load_problem(PROBLEMS / "group_norm_silu.py")
+    scaffold = build_scaffold(problem)
+    (exemplar, code), = seed_exemplars(scaffold, problem.source)
+    store = "yc[s] = xc[s] * a + b;"
+    complete = code.replace(store, f"{{ const float v = xc[s] * a + b; yc[s] = {EPILOGUE_OPS['cpp']['silu']}; }}")
+    complete = provide_helpers(complete, "cpp")[0]
+    const_sum = ("static inline float sum_of(const float* v, int64_t n) {\n    const float s0 = v[0];\n"
+                 "    const float s1 = v[1];\n    const float s2 = v[2];\n    const float s3 = v[3];\n"
+                 "    int64_t c = 4;\n    for (; c + 4 <= n; c += 4) {\n        s0 += v[c];\n        s1 += v[c + 1];\n"
+                 "        s2 += v[c + 2];\n        s3 += v[c + 3];\n    }\n    for (; c < n; ++c) s0 += v[c];  // the tail\n"
+                 "    return (s0 + s1) + (s2 + s3);\n}")
+    pasted = ("static inline float sq_dev_of(const float* v, float mean, int64_t n) {\n"
+              "    const int64_t count = per_group * spatial;\n    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n"
+              "    int64_t c = 0;\n    for (; c + 4 <= n; c += 4) {\n        s0 += (v[c] - mean) * (v[c] - mean);\n"
+              "        s1 += (v[c + 1] - mean) * (v[c + 1] - mean);\n        s2 += (v[c + 2] - mean) * (v[c + 2] - mean);\n"
+              "        s3 += (v[c + 3] - mean) * (v[c + 3] - mean);\n    }\n"
+              "    for (; c < n; ++c) s0 += (v[c] - mean) * (v[c] - mean);  // the tail\n"
+              "    return (s0 + s1) + (s2 + s3);\n}")
+    ref_mod = problem.load_module()
+    torch.manual_seed(3)
+    ref = ref_mod.Model(*ref_mod.get_init_inputs())
+    inputs = ref_mod.get_inputs()
+    for name, answer, note in (("sum_of", const_sum, "const dropped from an assigned variable"),
+                               ("sq_dev_of", pasted, "unused declaration dropped")):
+        kernel = merge_functions(complete, answer)
+        fixed, notes = autofix_kernel(scaffold, kernel)
+        assert note in notes, notes
+        helper = function_text(fixed, name)
+        assert "count" not in helper and "const float s0" not in helper and helper.count("s0 +=") == 2
+        torch.manual_seed(3)
+        new = _build_module(scaffold, fixed, f"gn_{name}").ModelNew(*ref_mod.get_init_inputs())
+        assert torch.allclose(ref(*inputs), new(*inputs), atol=1e-5, rtol=1e-4)
+    # a declared variable the function reads is not dropped (the kernel stays broken: no fix is kept)
+    used = pasted.replace("return (s0 + s1) + (s2 + s3);", "return (s0 + s1) + (s2 + s3) + (float)count;")
+    fixed, notes = autofix_kernel(scaffold, merge_functions(complete, used))
+    assert notes == "" and "count = per_group" in function_text(fixed, "sq_dev_of")
+
+
 def test_the_whole_kernel_prompt_names_what_the_exemplar_leaves_out():
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     s = build_scaffold(problem)
