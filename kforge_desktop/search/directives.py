@@ -203,9 +203,9 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     duplicate that costs a minute of generation and no candidate), a lone operator has no epilogue."""
     if key == "openmp_rows":
         return "omp parallel" not in kernel
-    if key == "simd_inner":
+    if key == "simd_inner":  # an inner loop without a pragma (the rows' parallel loop is not inner)
         loops = re.findall(r"(#pragma[^\n]*\n\s*)?for\s*\(", kernel)
-        return any("simd" not in (p or "") for p in loops)
+        return any("simd" not in (p or "") and "parallel" not in (p or "") for p in loops)
     if key == "fuse_epilogue":
         return len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
     if key == "unroll_accumulators":  # a sum loop not unrolled yet, in a helper when there are helpers

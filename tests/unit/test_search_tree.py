@@ -273,6 +273,9 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
                 "  #pragma omp parallel for\n  for (int64_t r = 0; r < rows; ++r) out[r] = row_sum(x + r * cols, cols);\n}\n")
     assert not applicable("openmp_rows", parallel) and applicable("openmp_rows", parallel.replace("parallel for", ""))
     assert not applicable("fuse_epilogue", parallel, ("softmax",))
+    # every inner loop is SIMD already (the rows' parallel loop is not an inner loop)
+    assert not applicable("simd_inner", parallel)
+    assert applicable("simd_inner", parallel.replace("#pragma omp simd reduction(+ : s)\n", ""))
     blocked = parallel.replace("for (int64_t r = 0; r < rows; ++r)", "for (int64_t r0 = 0; r0 < rows; r0 += tile)")
     assert applicable("cache_blocking", parallel) and not applicable("cache_blocking", blocked)
     assert not applicable("float_math", parallel + "// exp(x) in a comment\n")  # all float already
