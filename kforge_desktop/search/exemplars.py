@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,8 +72,7 @@ def load_exemplars(language: str = "cpp") -> tuple[Exemplar, ...]:
             code=code.strip() + "\n", path=str(path), ops=tuple(meta.get("ops", "").split()),
             output=meta.get("output", "like-input").strip(),
         ))
-    # an exemplar may call another's shared helper (silu_mul: softmax's fast_exp) without repeating it
-    return tuple(replace(ex, code=provide_helpers(ex.code, language, tuple(out))[0]) for ex in out)
+    return tuple(out)
 
 
 # -- fitting an exemplar to a problem's signature ------------------------------------------------------
@@ -323,17 +322,16 @@ def output_writer(code: str, scaffold: Scaffold) -> str:
 SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax"}}
 
 
-def provide_helpers(kernel: str, language: str, library: tuple[Exemplar, ...] | None = None) -> tuple[str, list[str]]:
+def provide_helpers(kernel: str, language: str) -> tuple[str, list[str]]:
     """``kernel`` with the definition of every shared helper it calls but does not define, placed
-    above the first function that calls it; and the names added. ``library``: the exemplars to take
-    the definitions from (default: the loaded ones)."""
+    above the first function that calls it; and the names added."""
     from .scaffold import function_text, split_items
 
     added = []
     for name, source in SHARED_HELPERS.get(language, {}).items():
         if not re.search(rf"(?<![\w.:]){name}\s*\(", kernel) or function_text(kernel, name) is not None:
             continue
-        ex = next((e for e in (load_exemplars(language) if library is None else library) if e.name == source), None)
+        ex = exemplar_named(source, language)
         helper = function_text(ex.code, name) if ex is not None else None
         if helper is None:
             continue

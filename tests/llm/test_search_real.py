@@ -88,8 +88,10 @@ def test_a_search_killed_with_sigkill_resumes_without_losing_or_repeating_work(t
     path = tmp_path / "killed.kforge"
     env = dict(os.environ, KFORGE_BUILD_CACHE=str(build_cache))
     common = ["--llm", str(test_model_path), "--n-ctx", "2048"]
+    # rms_norm: a short exemplar, so the small test model finishes its answers within 320 tokens (with
+    # softmax's longer one, its answers were cut off and the search ran out of LLM calls before 3 candidates)
     proc = subprocess.Popen(
-        _cli("optimize", str(PROBLEMS / "softmax.py"), "--budget", "3", "--session", str(path), "--strategy",
+        _cli("optimize", str(PROBLEMS / "rms_norm.py"), "--budget", "3", "--session", str(path), "--strategy",
              "greedy", "--max-tokens", "320", "--seed", "2", "--device", "cpu", *common),
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
     )
