@@ -754,8 +754,9 @@ class SearchEngine:
         names = " then ".join(missing)
         text = (f"The kernel computes everything except the final {names}. Apply {names} to every value `{target}` "
                 f"stores: compute the value exactly as now into `float v`, then store `{expr}` instead.")
-        if _provided_note(expr, self.language):
-            text += f" ({_provided_note(expr, self.language).lstrip('; ')}.)"
+        provided = _provided_note(expr, self.language)
+        if provided:
+            text += f" ({provided}.)"
         text += f"\nThe pattern:\n```{'cuda' if self.language == 'cuda' else 'cpp'}\nfloat v = /* the value stored now */;\n" \
                 f"y[i] = {expr};\n```"
         return Expansion(node.id, "repair", f"complete:{'+'.join(missing)}@{target}", text, target)
@@ -789,8 +790,7 @@ class SearchEngine:
                 found = best_exemplar(scaffold, self.problem.source)
                 if found:
                     table = EPILOGUE_OPS.get(self.language, {})
-                    missing = tuple(f"{op} (of a value v: {table[op]}{_provided_note(table[op], self.language)})"
-                                    if op in table else op for op in missing_ops(found[0], scaffold))
+                    missing = tuple(_epilogue_text(op, table, self.language) for op in missing_ops(found[0], scaffold))
                     ctx = replace(ctx, exemplar=found[1], exemplar_about=found[0].about, exemplar_missing=missing)
             return ctx
         if exp.kind == "edit":
@@ -975,10 +975,18 @@ class SearchEngine:
             self.store.update_stats(backprop(tree, node_id, 0.0))
 
 
+def _epilogue_text(op: str, table: dict[str, str], language: str) -> str:
+    """How a whole-kernel prompt names an operator the exemplar leaves out."""
+    if op not in table:
+        return op
+    provided = _provided_note(table[op], language)
+    return f"{op} (of a value v: {table[op]}{'; ' + provided if provided else ''})"
+
+
 def _provided_note(code: str, language: str) -> str:
     """What a prompt says about the shared helpers (``provide_helpers``) that ``code`` calls."""
     names = [n for n in SHARED_HELPERS.get(language, {}) if f"{n}(" in code]
-    return f"; `{names[0]}` is provided (a float exp that vectorizes): call it, do not define it" if names else ""
+    return f"`{names[0]}` is provided (a float exp that vectorizes): call it, do not define it" if names else ""
 
 
 class _Halt(threading.Event):

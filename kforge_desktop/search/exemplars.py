@@ -339,14 +339,8 @@ def provide_helpers(kernel: str, language: str) -> tuple[str, list[str]]:
                        and re.search(rf"(?<![\w.:]){name}\s*\(", it.text)), None)
         if caller is None:
             continue
-        block = helper.strip() + "\n\n"  # with its comment
-        at = kernel.index(caller.text)
-        while True:  # above the caller's own comment
-            prev = kernel.rfind("\n", 0, max(at - 1, 0))
-            if not kernel[prev + 1:at].startswith("//"):
-                break
-            at = prev + 1
-        kernel = kernel[:at] + block + kernel[at:]
+        at = kernel.index(caller.text)  # items carry their comments: above the caller's comment
+        kernel = kernel[:at] + helper.strip() + "\n\n" + kernel[at:]
         if "#include <cstring>" not in kernel:  # for std::memcpy, after the other includes
             includes = list(re.finditer(r"^#include[^\n]*\n", kernel, re.M))
             at = includes[-1].end() if includes else 0

@@ -63,15 +63,8 @@ def test_each_problem_gets_a_seed_that_builds_and_runs_like_the_reference(name, 
         assert missing_ops(exemplar, scaffold) == []
     source = scaffold.module_source(code)
     assert kernel_of_module(source).strip() == code.strip()
-    module = types.ModuleType(f"seed_{problem.name}")
-    exec(compile(source, "seed", "exec"), module.__dict__)  # our own exemplar code, built for real
-    ref_mod = problem.load_module()
-    torch.manual_seed(3)
-    ref = ref_mod.Model(*ref_mod.get_init_inputs())
-    torch.manual_seed(3)
-    new = module.ModelNew(*ref_mod.get_init_inputs())
-    inputs = ref_mod.get_inputs()
-    close = torch.allclose(ref(*inputs), new(*inputs), atol=1e-4, rtol=1e-4)
+    ref, new = _outputs(problem, scaffold, code, f"seed_{problem.name}")
+    close = torch.allclose(ref, new, atol=1e-4, rtol=1e-4)
     if name == "group_norm_silu.py":
         assert not close  # the SiLU is left for the model to add
     else:
@@ -82,6 +75,28 @@ def _build_module(scaffold, code: str, name: str):
     module = types.ModuleType(name)
     exec(compile(scaffold.module_source(code), name, "exec"), module.__dict__)  # our own code, built for real
     return module
+
+
+def _outputs(problem, scaffold, kernel: str, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference's output and the scaffolded ``kernel``'s, same weights, same inputs."""
+    ref_mod = problem.load_module()
+    torch.manual_seed(3)
+    ref = ref_mod.Model(*ref_mod.get_init_inputs())
+    torch.manual_seed(3)
+    new = _build_module(scaffold, kernel, name).ModelNew(*ref_mod.get_init_inputs())
+    inputs = ref_mod.get_inputs()
+    return ref(*inputs), new(*inputs)
+
+
+GROUP_NORM_STORE = "yc[s] = xc[s] * a + b;"
+
+
+def _with_silu(group_norm_code: str) -> str:
+    """GroupNorm's seed with the SiLU its completion asks for, exactly as asked."""
+    from kforge_desktop.search.exemplars import EPILOGUE_OPS
+
+    silu = EPILOGUE_OPS["cpp"]["silu"]
+    return group_norm_code.replace(GROUP_NORM_STORE, f"{{ const float v = xc[s] * a + b; yc[s] = {silu}; }}")
 
 
 def test_the_softmax_seeds_vectorizable_exp_is_exact_enough_over_the_whole_float_range(build_cache):
@@ -113,19 +128,11 @@ def test_a_kernel_that_calls_the_shared_exp_gets_its_definition_and_the_silu_com
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     scaffold = build_scaffold(problem)
     (exemplar, code), = seed_exemplars(scaffold, problem.source)
-    store = "yc[s] = xc[s] * a + b;"
-    assert store in code and "fast_exp" in EPILOGUE_OPS["cpp"]["silu"]
-    completed = code.replace(store, f"{{ const float v = xc[s] * a + b; yc[s] = {EPILOGUE_OPS['cpp']['silu']}; }}")
-    kernel, added = provide_helpers(completed, "cpp")
+    assert GROUP_NORM_STORE in code and "fast_exp" in EPILOGUE_OPS["cpp"]["silu"]
+    kernel, added = provide_helpers(_with_silu(code), "cpp")
     assert added == ["fast_exp"] and kernel.index("fast_exp(float x)") < kernel.index("affine_channel(")
     assert provide_helpers(kernel, "cpp") == (kernel, [])
-    ref_mod = problem.load_module()
-    torch.manual_seed(3)
-    ref = ref_mod.Model(*ref_mod.get_init_inputs())
-    torch.manual_seed(3)
-    new = _build_module(scaffold, kernel, "gn_silu").ModelNew(*ref_mod.get_init_inputs())
-    inputs = ref_mod.get_inputs()
-    assert torch.allclose(ref(*inputs), new(*inputs), atol=1e-5, rtol=1e-4)
+    assert torch.allclose(*_outputs(problem, scaffold, kernel, "gn_silu"), atol=1e-5, rtol=1e-4)
 
 
 def test_retrieval_ranks_the_same_family_first():
@@ -406,15 +413,13 @@ def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_dec
     exist in the helper and whose variable nothing reads. Both compile after the fixes, and both are
     correct GroupNorm + SiLU kernels."""
     from kforge_desktop.search.engine import autofix_kernel
-    from kforge_desktop.search.exemplars import EPILOGUE_OPS, provide_helpers
+    from kforge_desktop.search.exemplars import provide_helpers
     from kforge_desktop.search.scaffold import function_text
 
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     scaffold = build_scaffold(problem)
     (exemplar, code), = seed_exemplars(scaffold, problem.source)
-    store = "yc[s] = xc[s] * a + b;"
-    complete = code.replace(store, f"{{ const float v = xc[s] * a + b; yc[s] = {EPILOGUE_OPS['cpp']['silu']}; }}")
-    complete = provide_helpers(complete, "cpp")[0]
+    complete = provide_helpers(_with_silu(code), "cpp")[0]
     const_sum = ("static inline float sum_of(const float* v, int64_t n) {\n    const float s0 = v[0];\n"
                  "    const float s1 = v[1];\n    const float s2 = v[2];\n    const float s3 = v[3];\n"
                  "    int64_t c = 4;\n    for (; c + 4 <= n; c += 4) {\n        s0 += v[c];\n        s1 += v[c + 1];\n"
@@ -427,10 +432,6 @@ def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_dec
               "        s3 += (v[c + 3] - mean) * (v[c + 3] - mean);\n    }\n"
               "    for (; c < n; ++c) s0 += (v[c] - mean) * (v[c] - mean);  // the tail\n"
               "    return (s0 + s1) + (s2 + s3);\n}")
-    ref_mod = problem.load_module()
-    torch.manual_seed(3)
-    ref = ref_mod.Model(*ref_mod.get_init_inputs())
-    inputs = ref_mod.get_inputs()
     for name, answer, note in (("sum_of", const_sum, "const dropped from an assigned variable"),
                                ("sq_dev_of", pasted, "unused declaration dropped")):
         kernel = merge_functions(complete, answer)
@@ -438,9 +439,7 @@ def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_dec
         assert note in notes, notes
         helper = function_text(fixed, name)
         assert "count" not in helper and "const float s0" not in helper and helper.count("s0 +=") == 2
-        torch.manual_seed(3)
-        new = _build_module(scaffold, fixed, f"gn_{name}").ModelNew(*ref_mod.get_init_inputs())
-        assert torch.allclose(ref(*inputs), new(*inputs), atol=1e-5, rtol=1e-4)
+        assert torch.allclose(*_outputs(problem, scaffold, fixed, f"gn_{name}"), atol=1e-5, rtol=1e-4)
     # a declared variable the function reads is not dropped (the kernel stays broken: no fix is kept)
     used = pasted.replace("return (s0 + s1) + (s2 + s3);", "return (s0 + s1) + (s2 + s3) + (float)count;")
     fixed, notes = autofix_kernel(scaffold, merge_functions(complete, used))
