@@ -32,7 +32,10 @@ class GenerationRequest:
     """What to generate. Give ``messages`` (chat) or ``prompt`` (raw text, for models such as KernelLLM).
 
     ``temperature`` 0 means greedy decoding; together with ``seed`` it makes answers repeatable.
-    ``grammar`` is optional GBNF text that constrains the output.
+    ``grammar`` is optional GBNF text that constrains the output. ``prefill`` is the beginning of the
+    answer, written for the model (an edit's answer begins with the edited function's first line, so a
+    small model writes that function instead of copying every other one first); the in-process backend
+    continues from it and returns it as the start of the text, a server backend asks without it.
     """
 
     messages: tuple[Message, ...] = ()
@@ -43,6 +46,7 @@ class GenerationRequest:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     grammar: str | None = None
+    prefill: str = ""
 
     def __post_init__(self) -> None:
         # accept lists and dicts for convenience, store tuples of Message so the value stays frozen

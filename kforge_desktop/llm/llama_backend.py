@@ -259,15 +259,16 @@ class LlamaCppGenerator:
                                   "raw-completion model instead.") from None
 
     def render_prompt(self, request: GenerationRequest) -> str:
-        """The exact text the model sees (chat template applied, unless raw completion)."""
+        """The exact text the model sees (chat template applied, unless raw completion), ending with
+        the request's prefill: the model continues the answer from there."""
         if request.prompt is not None:
-            return request.prompt
+            return request.prompt + request.prefill
         messages = [m.to_dict() for m in request.messages]
         if self._formatter is None:
             # a raw-prompt model: the conversation as plain text, system first
-            return "\n\n".join(m["content"] for m in messages)
+            return "\n\n".join(m["content"] for m in messages) + ("\n\n" + request.prefill if request.prefill else "")
         try:
-            return self._formatter(messages=messages).prompt
+            return self._formatter(messages=messages).prompt + request.prefill
         except Exception as err:  # a template that rejects the conversation (e.g. role order)
             raise GenerationError(f"the model's chat template rejected the conversation ({err}).") from None
 
@@ -334,7 +335,7 @@ class LlamaCppGenerator:
         t0 = time.perf_counter()
         first_at: float | None = None
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text, emitted, n_out = "", 0, 0
+        text, emitted, n_out = request.prefill, 0, 0  # the answer begins with the prefill
         finish, hit_stop = "length", False
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
@@ -351,9 +352,9 @@ class LlamaCppGenerator:
                     break
                 n_out += 1
                 text += decoder.decode(llm.detokenize([tok]))
-                cut = find_stop(text, stops)
+                cut = find_stop(text[len(request.prefill):], stops)  # stops count in the model's part
                 if cut >= 0:
-                    text, finish, hit_stop = text[:cut], "stop", True
+                    text, finish, hit_stop = text[:len(request.prefill) + cut], "stop", True
                     break
                 safe = len(text) - longest_stop_prefix(text, stops)
                 if on_token is not None and safe > emitted:

@@ -168,6 +168,8 @@ class OpenAIServerGenerator:
         if request.prompt is not None:
             body["prompt"] = request.prompt
             return "/v1/completions", body
+        # request.prefill is not sent: servers differ in whether a last assistant message is continued
+        # or answered, and an answer to it would garble the code; the model writes the whole answer
         body["messages"] = [m.to_dict() for m in request.messages]
         return "/v1/chat/completions", body
 

@@ -25,6 +25,7 @@ class SearchConfig:
     seeds: bool = True  # place exactly-fitting exemplars in the tree as seed nodes
     compile_seed: bool = True  # on a GPU: torch.compile's own generated code as a seed node
     syntax_check: bool = True  # g++/nvcc -fsyntax-only before a real build
+    prefill: bool = True  # an edit's answer begins with the edited function's first line, written for the model
     exploration: float = 0.5
     widening_k: float = 1.0
     widening_alpha: float = 0.5

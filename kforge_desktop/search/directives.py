@@ -190,11 +190,18 @@ def directive_by_key(language: str, key: str) -> Directive | None:
 _STEPPED_LOOP = re.compile(r"for\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*(?:[2-9]|\d\d+)\s*\)")
 
 
+_STORE = re.compile(r"\b\w+\s*\[[^\]]*\]\s*(?:[-+*/]?=)(?!=)")
+
+
 def unrollable(function: str) -> bool:
-    """Whether a function has a sum loop to unroll: it adds (``+=`` or an OpenMP ``+`` reduction), and
-    no loop of it steps by more than one already (asked to unroll an unrolled loop, the model rewrote
-    it into another unrolled loop: a correct candidate that changes nothing)."""
-    return bool(re.search(r"reduction\s*\(\s*\+|\+=", function)) and not _STEPPED_LOOP.search(function)
+    """Whether a function has a sum loop to unroll: it adds (``+=`` or an OpenMP ``+`` reduction), it
+    stores nothing (asked to unroll a loop that also writes the output, softmax's ``exp_row``, the
+    default model gave 0 correct kernels in 26 answers: ``benchmarks/directive_record.py``), and no
+    loop of it steps by more than one already (asked to unroll an unrolled loop, the model rewrote it
+    into another unrolled loop: a correct candidate that changes nothing)."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", function, flags=re.S)
+    return (bool(re.search(r"reduction\s*\(\s*\+|\+=", code)) and not _STEPPED_LOOP.search(code)
+            and not _STORE.search(code))
 
 
 def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
@@ -260,10 +267,11 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
     if untried:
         return untried[0]
-    worked = [d for d in pool if tried.get(d.key) == "ok"]
+    fits = [d for d in pool if not kernel or applicable(d.key, kernel, aten_ops)] or pool
+    worked = [d for d in fits if tried.get(d.key) == "ok"]
     if worked:
         return worked[0]
-    return pool[0]
+    return fits[0]  # a failed one again, but one that can change this kernel (no row blocking without rows)
 
 
 # which function of a kernel a directive changes: structural ones the entry point, loop-level ones a

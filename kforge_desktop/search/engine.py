@@ -68,6 +68,7 @@ from .scaffold import (
     autofix,
     build_scaffold,
     clean_kernel,
+    function_head,
     function_text,
     kernel_from_answer,
     kernel_of_module,
@@ -840,7 +841,7 @@ class SearchEngine:
                                                 temperature=temperature, top_p=c.top_p, seed=llm_seed)
         else:
             request = prompts.request(ctx, max_tokens=c.max_tokens, temperature=temperature, top_p=c.top_p,
-                                      seed=llm_seed)
+                                      seed=llm_seed, prefill=self._prefill(ctx))
         self._phase = "generating"
         self._emit(self._progress())
         self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
@@ -881,6 +882,22 @@ class SearchEngine:
         self._tokens_per_s = gen.tokens_per_s or self._tokens_per_s
         self._rng_state["llm_calls"] = calls + 1
         self._record_answer(exp, ctx, request, gen, trimmed)
+
+    def _prefill(self, ctx: prompts.PromptContext) -> str:
+        """The start of the answer to a request that changes one function: the fence and that function's
+        first line. Asked to edit the entry point, the default model copied every helper before it
+        (the row-softmax exemplar's ``fast_exp`` alone is 20 lines) and ran out of tokens before the
+        function it had to change: 19 of the 62 failed candidates at ``97af8fd``
+        (``benchmarks/results/search_97af8fd``); begun for it, the answer is that function."""
+        if not self.config.prefill or self.scaffold() is None:
+            return ""
+        if ctx.kind == "edit":
+            head = function_head(ctx.parent_code, ctx.target or FUNCTION)
+        elif ctx.kind == "repair" and ctx.target and ctx.previous:
+            head = function_head(ctx.previous, ctx.target)
+        else:
+            return ""
+        return f"```{prompts.FENCE.get(ctx.language, 'cpp')}\n{head}\n" if head else ""
 
     def _autofix(self, scaffold: Scaffold, kernel: str) -> tuple[str, str]:
         if not self.config.syntax_check:
@@ -945,6 +962,8 @@ class SearchEngine:
             shown = request.prompt
         else:
             shown = "\n\n".join(f"[{m.role}]\n{m.content}" for m in request.messages)
+            if request.prefill:
+                shown += f"\n\n[assistant, begun for the model]\n{request.prefill}"
         with self.store.transaction():
             call_id = self.store.add_llm_call(
                 self.problem_id, exp.kind, gen.model, shown, gen.text,

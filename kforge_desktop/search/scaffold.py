@@ -589,6 +589,19 @@ def function_text(code: str, name: str) -> str | None:
     return None
 
 
+def function_head(code: str, name: str) -> str | None:
+    """The first line of function ``name`` in ``code``: its declaration up to and including the
+    opening brace, without the comments above it (``extern "C" void kernel_forward(...) {``)."""
+    text = function_text(code, name)
+    if text is None:
+        return None
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+    brace = text.find("{")
+    if brace < 0:
+        return None
+    return " ".join(text[:brace].split()) + " {"
+
+
 def prune_unreachable(code: str, entry: str = FUNCTION) -> str:
     """Drop top-level functions nothing reachable from ``entry`` calls (the test drivers, ``main()``
     and stray examples small models append); they can only break the build."""

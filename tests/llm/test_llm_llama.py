@@ -102,6 +102,19 @@ def test_raw_prompt_completion(gen):
     assert "a" in out.text and out.prompt_tokens == gen.count_tokens("def add(a, b):\n    return")
 
 
+def test_a_prefilled_answer_is_continued_and_returned_whole(gen):
+    head = "```cpp\nint add(int a, int b) {\n"
+    pieces: list[str] = []
+    req = GenerationRequest.chat("Write a C++ function `add` that returns the sum of two ints.", max_tokens=30,
+                                 temperature=0, prefill=head)
+    assert gen.render_prompt(req).endswith("<|im_start|>assistant\n" + head)
+    out = gen.generate(req, on_token=pieces.append)
+    assert out.text.startswith(head) and "".join(pieces) == out.text
+    body = out.text[len(head):]
+    assert "return" in body and "int add(" not in body  # it went on inside the function, not from the start
+    assert out.prompt_tokens == gen.count_tokens(gen.render_prompt(req))
+
+
 def test_prompt_longer_than_the_context_is_one_sentence(gen):
     with pytest.raises(GenerationError, match="more than the model's context"):
         gen.generate(GenerationRequest.chat("word " * 3000, max_tokens=4))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -376,3 +377,46 @@ def test_set_budget_is_saved_with_the_search_state(engine):
     st = engine.store.search_state(engine.problem_id)
     assert (st.budget_candidates, st.budget_minutes) == (30, 2.5)
     assert SearchConfig.from_dict(st.config).budget_candidates == 30
+
+
+def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
+    """Asked to edit the entry point, the default model copied every helper first and ran out of tokens
+    before the function it had to change; the answer is begun for it at that function's first line.
+    On softmax no unroll is asked: its sum loop also writes the output (0 of 26 such edits correct)."""
+    from kforge_desktop.search.directives import applicable
+
+    store, pid = engine.store, engine.problem_id
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
+    kernel = store.node(seed.id).kernel_source
+    assert not applicable("unroll_accumulators", kernel)
+    assert applicable("unroll_accumulators", kernel.replace("yr[c] = e;", ""))  # a pure sum is unrolled
+    engine.post(ev.ExpandFrom(seed.id))
+    engine.apply_commands()
+    tree = Tree(store.nodes(pid))
+    exp = engine.next_expansion(tree)
+    assert (exp.kind, exp.directive, exp.target) == ("edit", "cache_blocking", "kernel_forward")
+    ctx = engine._prompt(exp, tree)
+    assert engine._prefill(ctx) == ('```cpp\nextern "C" void kernel_forward(const float* x, float* out, int64_t rows, '
+                                    'int64_t cols) {\n')
+    helper = engine._prefill(replace(ctx, target="exp_row"))
+    assert helper == "```cpp\nstatic inline float exp_row(const float* xr, float m, float* yr, int64_t cols) {\n"
+    # repairs of a whole file and from-scratch kernels are not begun for the model
+    assert engine._prefill(replace(ctx, kind="whole")) == ""
+    engine.config = replace(engine.config, prefill=False)
+    assert engine._prefill(ctx) == ""
+
+
+def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kernel():
+    """Group norm + SiLU has no rows: with everything tried, the search asked three times to block its
+    rows (each a compile error); the retry is a failed directive that applies."""
+    from kforge_desktop.search.directives import applicable
+
+    no_rows = ("static inline float sum_of(const float* v, int64_t n) {\n  float s = 0.0f;\n"
+               "  for (int64_t i = 0; i < n; ++i) s += v[i];\n  return s;\n}\n"
+               'extern "C" void kernel_forward(const float* x, float* out, int64_t batch, int64_t groups) {\n'
+               "  for (int64_t g = 0; g < batch * groups; ++g) out[g] = sum_of(x + g * 8, 8);\n}\n")
+    tried = {d.key: "failed" for d in DIRECTIVES["cpp"]}
+    picks = {choose_directive("cpp", tried, random.Random(s), kernel=no_rows).key for s in range(20)}
+    assert picks and all(applicable(k, no_rows) for k in picks) and "cache_blocking" not in picks
