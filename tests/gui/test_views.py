@@ -218,3 +218,21 @@ def test_status_bar_shows_how_productive_the_model_is_on_this_problem(make_windo
     text = w.yield_label.text()
     assert f"{prod.correct}/{prod.candidates} correct" in text and f"{prod.built}/{prod.candidates} built" in text
     assert (prod.suggestion is not None) == ("larger local model" in w.yield_label.toolTip())
+
+
+def test_the_inspector_says_why_a_node_has_no_code(make_window, synthetic_session):
+    """A node without code carries the reason (an answer that looped, one cut off by max_tokens): the
+    Verdict tab shows it, not only the log panel, which may have scrolled past it long ago."""
+    from kforge_desktop.store import SessionStore
+
+    path, synth = synthetic_session
+    store = SessionStore(path)
+    pid = store.problems()[0].id
+    why = "the model kept repeating itself and never finished kernel_forward (stopped after 800 tokens)"
+    lost = store.add_node(pid, synth.ids[1], "llm", "edit", "cpp", directive="single_pass", state="no_code", note=why)
+    store.close()
+    w = make_window()
+    assert w.open_session(path)
+    w.session.select(lost)
+    text = w.inspector_widget.verdict_view.toPlainText()
+    assert "no code" in text and why in text

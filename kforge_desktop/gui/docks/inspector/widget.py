@@ -32,6 +32,8 @@ def verdict_rows(node: NodeRecord) -> list[tuple[str, str]]:
     if node.parent_id is not None:
         rows.append(("parent", f"#{node.parent_id}"))
     rows.append(("state", node.state.replace("_", " ")))
+    if node.note:  # why a node has no code, what was fixed or provided, where a seed came from
+        rows.append(("note", node.note))
     if node.duplicate_of is not None:
         rows.append(("duplicate of", f"#{node.duplicate_of}"))
     if node.pinned:
