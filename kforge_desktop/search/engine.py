@@ -53,6 +53,7 @@ from .exemplars import (
     EPILOGUE_OPS,
     SHARED_HELPERS,
     best_exemplar,
+    collapse_helpers,
     epilogue_missing,
     exemplar_named,
     missing_ops,
@@ -720,8 +721,8 @@ class SearchEngine:
                 return Expansion(node_id, kind, d.key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"))
         else:
             full = self.store.node(node_id) if kind == "edit" else None
-            functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"] \
-                if full else []
+            functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"
+                         and it.name not in SHARED_HELPERS.get(self.language, {})] if full else []
             lang = node.language if node.origin != "root" and kind == "module" else self.language
             tried = tree.tried(node_id)
             d = choose_directive(lang, open_tried(tried, functions, FUNCTION) if full else tried, rng,
@@ -792,21 +793,23 @@ class SearchEngine:
                 if found:
                     table = EPILOGUE_OPS.get(self.language, {})
                     missing = tuple(_epilogue_text(op, table, self.language) for op in missing_ops(found[0], scaffold))
-                    ctx = replace(ctx, exemplar=found[1], exemplar_about=found[0].about, exemplar_missing=missing)
+                    ctx = replace(ctx, exemplar=collapse_helpers(found[1], self.language), exemplar_about=found[0].about,
+                                  exemplar_missing=missing)
             return ctx
+        shown = collapse_helpers(parent.kernel_source, self.language)  # the parent as the prompt shows it
         if exp.kind == "edit":
-            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=parent.kernel_source,
+            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
                                          parent_summary=prompts.parent_summary(parent.verdict),
                                          target=exp.target, **common)
         if exp.kind == "repair" and exp.directive.startswith("complete:"):
-            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=parent.kernel_source,
+            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
                                          target=exp.target, edit_intro="This kernel is correct except that it "
                                          "leaves out the last operation:", **common)
         if parent.origin != "root" and parent.language != self.language:
             common["language"] = parent.language
             scaffold = None  # the parent is a whole module in its own language: the answer is one too
         if exp.kind == "repair":
-            code = parent.kernel_source if scaffold is not None else parent.source
+            code = shown if scaffold is not None else parent.source
             common["failed"] = ()
             kind = "repair" if scaffold is not None else "module"
             previous = ""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,7 +72,8 @@ def load_exemplars(language: str = "cpp") -> tuple[Exemplar, ...]:
             code=code.strip() + "\n", path=str(path), ops=tuple(meta.get("ops", "").split()),
             output=meta.get("output", "like-input").strip(),
         ))
-    return tuple(out)
+    # an exemplar may call another's shared helper (silu_mul: softmax's fast_exp) without repeating it
+    return tuple(replace(ex, code=provide_helpers(ex.code, language, tuple(out))[0]) for ex in out)
 
 
 # -- fitting an exemplar to a problem's signature ------------------------------------------------------
@@ -322,16 +323,17 @@ def output_writer(code: str, scaffold: Scaffold) -> str:
 SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax"}}
 
 
-def provide_helpers(kernel: str, language: str) -> tuple[str, list[str]]:
+def provide_helpers(kernel: str, language: str, library: tuple[Exemplar, ...] | None = None) -> tuple[str, list[str]]:
     """``kernel`` with the definition of every shared helper it calls but does not define, placed
-    above the first function that calls it; and the names added."""
+    above the first function that calls it; and the names added. ``library``: the exemplars to take
+    the definitions from (default: the loaded ones)."""
     from .scaffold import function_text, split_items
 
     added = []
     for name, source in SHARED_HELPERS.get(language, {}).items():
         if not re.search(rf"(?<![\w.:]){name}\s*\(", kernel) or function_text(kernel, name) is not None:
             continue
-        ex = exemplar_named(source, language)
+        ex = next((e for e in (load_exemplars(language) if library is None else library) if e.name == source), None)
         helper = function_text(ex.code, name) if ex is not None else None
         if helper is None:
             continue
@@ -347,3 +349,19 @@ def provide_helpers(kernel: str, language: str) -> tuple[str, list[str]]:
             kernel = kernel[:at] + "#include <cstring>\n" + kernel[at:]
         added.append(name)
     return kernel, added
+
+
+def collapse_helpers(code: str, language: str) -> str:
+    """``code`` as a prompt shows it: the definition of each shared helper (and its comment) becomes one
+    comment line that says it is provided. The model calls it instead of copying 20 lines of
+    arithmetic into every answer (the 0.5B model ran out of tokens copying silu_mul's), and
+    ``provide_helpers`` puts the definition back into the kernel it writes."""
+    from .scaffold import function_head, function_text
+
+    for name in SHARED_HELPERS.get(language, {}):
+        text, head = function_text(code, name), function_head(code, name)
+        if text is None or head is None:
+            continue
+        code = code.replace(text.strip(), f"// {head[:-1].strip()};  provided (a float exp that vectorizes): "
+                                          "call it, do not define it", 1)
+    return code

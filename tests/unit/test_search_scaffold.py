@@ -135,6 +135,24 @@ def test_a_kernel_that_calls_the_shared_exp_gets_its_definition_and_the_silu_com
     assert torch.allclose(*_outputs(problem, scaffold, kernel, "gn_silu"), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["silu_mul.py", "gelu_bias.py"])
+def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(name, build_cache):
+    """silu_mul's and gelu_bias's exemplars call the vectorizable fast_exp (std::exp and std::tanh in a
+    loop are not vectorized). Copying its 20 lines, the 0.5B model ran out of tokens; prompts show it as
+    one line, and a kernel copied from what the prompt shows gets the definition back and is correct."""
+    from kforge_desktop.search.exemplars import collapse_helpers, provide_helpers
+
+    problem = load_problem(PROBLEMS / name)
+    scaffold = build_scaffold(problem)
+    exemplar, code = seed_exemplars(scaffold, problem.source)[0]
+    shown = collapse_helpers(code, "cpp")
+    assert "fast_exp(float x);  provided" in shown and "12582912.0f" in code and "12582912.0f" not in shown
+    assert len(shown.splitlines()) <= len(code.splitlines()) - 18
+    kernel, added = provide_helpers(shown, "cpp")
+    assert added == ["fast_exp"]
+    assert torch.allclose(*_outputs(problem, scaffold, kernel, f"shown_{problem.name}"), atol=1e-5, rtol=1e-4)
+
+
 def test_retrieval_ranks_the_same_family_first():
     expect = {"softmax.py": "row_softmax", "rms_norm.py": "rms_norm", "layer_norm.py": "layer_norm",
               "gelu_bias.py": "gelu_bias", "silu_mul.py": "silu_mul", "group_norm_silu.py": "group_norm"}

@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstdint>
 
-// tanh-approximated GELU of one value
+// tanh-approximated GELU of one value: 0.5 * y * (1 + tanh(u)) is y / (1 + exp(-2u)), with the
+// vectorizable fast_exp of the row_softmax exemplar (std::tanh in a loop is not vectorized; its
+// definition is added when the exemplars are loaded)
 static inline float gelu_tanh(float y) {
     const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
     const float k1 = 0.044715f;
-    return 0.5f * y * (1.0f + std::tanh(k0 * (y + k1 * y * y * y)));
+    const float u = k0 * (y + k1 * y * y * y);
+    return y / (1.0f + fast_exp(-2.0f * u));
 }
 
 // yr[c] = gelu(xr[c] + bias[c]) over one row
