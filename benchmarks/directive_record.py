@@ -8,7 +8,8 @@ in ``search/engine.py`` come from this count:
         benchmarks/results/search/sessions/*.kforge benchmarks/results/search_648317c/sessions/*.kforge
 
 Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
-duplicates (answers that repeated an earlier kernel) beside them.
+duplicates (answers that repeated an earlier kernel) beside them. Then per kind of request: the mean
+prompt and answer tokens, and the answers cut off at the token limit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sessions", nargs="+")
     args = ap.parse_args(argv)
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    sizes: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # answers, prompt tokens, answer tokens, cut
     for path in args.sessions:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -31,6 +33,14 @@ def main(argv: list[str] | None = None) -> int:
         except sqlite3.DatabaseError as err:
             print(f"skipped {path}: {err}")
             continue
+        calls = db.execute("SELECT n.kind, c.prompt_tokens, c.completion_tokens, json_extract(c.params, "
+                           "'$.finish_reason') FROM nodes n JOIN llm_calls c ON c.id = n.llm_call_id").fetchall()
+        for kind, prompt_tokens, answer_tokens, finish in calls:
+            row = sizes[kind]
+            row[0] += 1
+            row[1] += prompt_tokens or 0
+            row[2] += answer_tokens or 0
+            row[3] += finish == "length"
         for kind, directive, state, status in rows:
             key = (kind, directive.split("@")[0].split(":")[0])
             if state == "duplicate":
@@ -42,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'kind':<8} {'directive':<22} correct/evaluated  duplicates")
     for (kind, directive), (ok, n, dup) in sorted(table.items()):
         print(f"{kind:<8} {directive:<22} {ok:>3}/{n:<3} {100 * ok / max(1, n):4.0f}%   {dup}")
+    print(f"\n{'kind':<8} answers  mean prompt tokens  mean answer tokens  cut off at the limit")
+    for kind, (n, prompt_tokens, answer_tokens, cut) in sorted(sizes.items()):
+        print(f"{kind:<8} {n:>7}  {prompt_tokens / n:>18.0f}  {answer_tokens / n:>18.0f}  {cut:>20}")
     return 0
 
 

@@ -890,8 +890,8 @@ class SearchEngine:
         """The start of the answer to a request that changes one function: the fence and that function's
         first line. Asked to edit the entry point, the default model copied every helper before it
         (the row-softmax exemplar's ``fast_exp`` alone is 20 lines) and ran out of tokens before the
-        function it had to change: 19 of the 62 failed candidates at ``97af8fd``
-        (``benchmarks/results/search_97af8fd``); begun for it, the answer is that function."""
+        function it had to change: 18 of the 62 failed candidates at ``97af8fd``
+        (``benchmarks/directive_record.py``); begun for it, the answer is that function."""
         if not self.config.prefill or self.scaffold() is None:
             return ""
         if ctx.kind == "edit":
