@@ -394,7 +394,7 @@ def _blank_cpp_comments(code: str) -> str:
 
 
 def _braces_balanced(code: str) -> bool:
-    return _strip_cpp_comments(code).count("{") == _strip_cpp_comments(code).count("}")
+    return strip_cpp_comments(code).count("{") == strip_cpp_comments(code).count("}")
 
 
 def _extract_python_function(text: str, name: str, language: str, finished: bool) -> Extraction:
@@ -498,7 +498,7 @@ def kernel_language(module_source: str) -> str | None:
 
 # -- normalisation for duplicate detection ----------------------------------------------------------
 
-def _strip_cpp_comments(code: str) -> str:
+def strip_cpp_comments(code: str) -> str:
     """Remove // and /* */ comments, leaving string and character literals alone."""
     out: list[str] = []
     i, n = 0, len(code)
@@ -524,7 +524,7 @@ def _strip_cpp_comments(code: str) -> str:
 
 
 def _normalize_cpp(code: str) -> str:
-    text = _strip_cpp_comments(code)
+    text = strip_cpp_comments(code)
     # keep a single space only where it separates two word characters (``unsigned int``)
     text = re.sub(r"\s+", " ", text).strip()
     text = re.sub(r"(?<=\W) | (?=\W)", "", text)

@@ -11,6 +11,8 @@ import random
 import re
 from dataclasses import dataclass
 
+from ..llm.extract import strip_cpp_comments
+
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
 # model otherwise spent "the total" on a new pass over the row and returned nothing)
 SUM_END = "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum was"
@@ -62,7 +64,7 @@ def reduction_term(function: str) -> str:
     v[{i}]`` for ``for (i ...) { float d = v[i]; s += d * d; }``. "" when the function has more than
     one loop, or the loop does anything but name values and add one of them (a store, a call with
     effects, a second sum): those keep the pattern's placeholder."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", function, flags=re.S)
+    code = strip_cpp_comments(function)
     if len(re.findall(r"\bfor\s*\(", code)) != 1:
         return ""
     m = re.search(r"for\s*\(\s*(?:int64_t|int|long|size_t)\s+(\w+)\s*=\s*\w+\s*;[^;]*;[^)]*\)\s*"
@@ -188,8 +190,6 @@ def directive_by_key(language: str, key: str) -> Directive | None:
 
 
 _STEPPED_LOOP = re.compile(r"for\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*(?:[2-9]|\d\d+)\s*\)")
-
-
 _STORE = re.compile(r"\b\w+\s*\[[^\]]*\]\s*(?:[-+*/]?=)(?!=)")
 
 
@@ -199,7 +199,7 @@ def unrollable(function: str) -> bool:
     default model gave 0 correct kernels in 26 answers: ``benchmarks/directive_record.py``), and no
     loop of it steps by more than one already (asked to unroll an unrolled loop, the model rewrote it
     into another unrolled loop: a correct candidate that changes nothing)."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", function, flags=re.S)
+    code = strip_cpp_comments(function)
     return (bool(re.search(r"reduction\s*\(\s*\+|\+=", code)) and not _STEPPED_LOOP.search(code)
             and not _STORE.search(code))
 
@@ -225,7 +225,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
     if key == "float_math":
         # doubles, double literals, or unqualified C math calls (std::exp on a float is float already)
-        code = re.sub(r"//[^\n]*|/\*.*?\*/", "", kernel, flags=re.S)
+        code = strip_cpp_comments(kernel)
         return bool(re.search(r"\b(double|[0-9]\.[0-9]*)(?![0-9.]*f)\b|(?<![\w:])(exp|sqrt|tanh|log|pow)\s*\(", code))
     return True
 

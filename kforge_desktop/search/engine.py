@@ -51,6 +51,7 @@ from .directives import (
 )
 from .exemplars import (
     EPILOGUE_OPS,
+    PROVIDED,
     SHARED_HELPERS,
     best_exemplar,
     collapse_helpers,
@@ -1008,7 +1009,7 @@ def _epilogue_text(op: str, table: dict[str, str], language: str) -> str:
 def _provided_note(code: str, language: str) -> str:
     """What a prompt says about the shared helpers (``provide_helpers``) that ``code`` calls."""
     names = [n for n in SHARED_HELPERS.get(language, {}) if f"{n}(" in code]
-    return f"`{names[0]}` is provided (a float exp that vectorizes): call it, do not define it" if names else ""
+    return f"`{names[0]}` is {PROVIDED}" if names else ""
 
 
 class _Halt(threading.Event):

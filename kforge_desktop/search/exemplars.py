@@ -321,6 +321,7 @@ def output_writer(code: str, scaffold: Scaffold) -> str:
 # helpers an exemplar defines that any kernel may call (by name, source exemplar): a kernel that calls
 # one without defining it gets the exemplar's definition
 SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax"}}
+PROVIDED = "provided (a float exp that vectorizes): call it, do not define it"  # how prompts name them
 
 
 def provide_helpers(kernel: str, language: str, library: tuple[Exemplar, ...] | None = None) -> tuple[str, list[str]]:
@@ -362,6 +363,5 @@ def collapse_helpers(code: str, language: str) -> str:
         text, head = function_text(code, name), function_head(code, name)
         if text is None or head is None:
             continue
-        code = code.replace(text.strip(), f"// {head[:-1].strip()};  provided (a float exp that vectorizes): "
-                                          "call it, do not define it", 1)
+        code = code.replace(text.strip(), f"// {head[:-1].strip()};  {PROVIDED}", 1)
     return code

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..llm.extract import strip_cpp_comments
 from ..problem.problem import Problem, ProblemError
 
 FUNCTION = "kernel_forward"
@@ -595,7 +596,7 @@ def function_head(code: str, name: str) -> str | None:
     text = function_text(code, name)
     if text is None:
         return None
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+    text = strip_cpp_comments(text)
     brace = text.find("{")
     if brace < 0:
         return None
