@@ -172,6 +172,7 @@ class LlamaCppGenerator:
         self.n_threads = int(n_threads or default_threads())
         self._llm = self._load(llama_cpp, n_batch)
         self._n_ctx = self._llm.n_ctx()
+        self._aligned = 0  # cached positions that were computed in whole chunks (_evaluate_prompt)
         self._lock = threading.Lock()
         self._active_cancel: list[threading.Event | None] = [None]  # the running request's cancel event
         self._abort_cb = self._install_abort_callback()
@@ -341,6 +342,7 @@ class LlamaCppGenerator:
             finish = "cancelled"
             gen = None
         else:
+            self._evaluate_prompt(tokens)
             gen = llm.generate(tokens, temp=0.0 if greedy else request.temperature, top_p=request.top_p,
                                top_k=40, min_p=0.05, repeat_penalty=1.0, grammar=grammar)
         try:
@@ -390,6 +392,32 @@ class LlamaCppGenerator:
             cancelled=finish == "cancelled",
             prompt_seconds=prompt_seconds,
         )
+
+    def _evaluate_prompt(self, tokens: list[int]) -> None:
+        """Evaluate all but the prompt's last token in chunks aligned to absolute positions.
+
+        Why: llama.cpp's logits depend slightly on how the tokens were batched (a token evaluated
+        alone and the same token in a batch of 500 give different rounding), and the sampler turns
+        a last-digit difference into a different answer. Left to itself, a prompt seen before is
+        re-evaluated from its last token only, a new one in one big batch, so the same seed gave
+        different samples depending on what the cache held. Here every position is computed in the
+        same chunk whatever the cache held: the reused prefix is cut to a whole number of chunks
+        that an earlier prompt computed the same way, the rest goes in chunks of ``n_batch``
+        starting at a multiple of it, and the last token is always evaluated alone (by
+        ``Llama.generate``, which then finds every other position cached).
+        """
+        llm = self._llm
+        chunk = llm.n_batch
+        cached = llm._input_ids
+        common = 0
+        for a, b in zip(cached[: self._aligned], tokens[:-1]):
+            if a != b:
+                break
+            common += 1
+        keep = common // chunk * chunk
+        llm.n_tokens = keep
+        llm.eval(tokens[keep:-1])
+        self._aligned = (len(tokens) - 1) // chunk * chunk
 
     def close(self) -> None:
         llm, self._llm = self._llm, None

@@ -58,6 +58,60 @@ def test_same_seed_same_sample(gen):
     assert gen.generate(req).text == gen.generate(req).text
 
 
+class _Chunks:
+    """Records, for every position of the context, the batch of tokens llama.cpp computed it in.
+
+    llama.cpp's logits depend (in the last digits, on some CPUs) on how the tokens were batched, so
+    "same seed, same sample" holds on every machine only if each prompt position is computed in the
+    same batch whatever the prompt cache held.
+    """
+
+    def __init__(self, gen: LlamaCppGenerator) -> None:
+        self.where: dict[int, tuple[int, int]] = {}
+        llm = gen._llm
+        real_eval = llm.eval
+
+        def eval_and_record(tokens):
+            start = llm.n_tokens
+            for i in range(0, len(tokens), llm.n_batch):
+                n = min(len(tokens), i + llm.n_batch) - i
+                for p in range(start + i, start + i + n):
+                    self.where[p] = (start + i, start + i + n)
+            return real_eval(tokens)
+
+        llm.eval = eval_and_record
+
+    def of_prompt(self, n_prompt: int) -> list[tuple[int, int]]:
+        return [self.where[p] for p in range(n_prompt)]
+
+
+def test_same_seed_same_sample_whatever_the_cache_held(test_model_path):
+    """A request gives the same sample on a cold model, after itself, and after prompts that share
+    a long or a short beginning with it; its prompt is computed in the same batches every time."""
+    warm = LlamaCppGenerator(test_model_path, n_ctx=2048, n_batch=16)
+    cold = LlamaCppGenerator(test_model_path, n_ctx=2048, n_batch=16)
+    try:
+        warm_chunks, cold_chunks = _Chunks(warm), _Chunks(cold)
+        task = "Name a sorting algorithm, describe how it works and give its complexity."
+        system = "You are a careful computer science teacher who answers in plain words."
+        req = GenerationRequest.chat(task, system=system, max_tokens=12, temperature=1.2, seed=11)
+        long_shared = GenerationRequest.chat(task + " Then compare it with merge sort.", system=system,
+                                             max_tokens=4, temperature=1.2, seed=3)
+        short_shared = GenerationRequest.chat("Say hi.", system=system, max_tokens=4, seed=4)
+        first = cold.generate(req)
+        expected = cold_chunks.of_prompt(first.prompt_tokens)
+        assert len(set(expected)) > 2  # the prompt spans several batches, or the test shows nothing
+        for before in (None, req, long_shared, short_shared, req):
+            if before is not None:
+                warm.generate(before)
+            again = warm.generate(req)
+            assert again.text == first.text, f"after {before and before.messages[-1].content!r}"
+            assert warm_chunks.of_prompt(again.prompt_tokens) == expected
+    finally:
+        warm.close()
+        cold.close()
+
+
 def test_cancel_stops_between_tokens(gen):
     cancel = threading.Event()
     seen: list[str] = []
