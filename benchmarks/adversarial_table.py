@@ -20,7 +20,7 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.kernels.verdict import EvalOptions
+    from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.problem.problem import load_problem
 
     folder = REPO / "tests" / "candidates" / ("cuda" if args.device == "cuda" else "cpu")

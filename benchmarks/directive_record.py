@@ -1,7 +1,7 @@
 """How often the model carried out each kind of request correctly, over recorded session files.
 
-The priors on the C++ directives (``search/directives.py``) and the "fix it" repair record quoted
-in ``search/engine.py`` come from this count:
+The priors on the C++ directives (``search/directives.py``) and the "fix it" repair record in
+``docs/benchmarks.md`` (the reason for ``search/planner.py``'s ``repair_patience``) come from this count:
 
     python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge \
         benchmarks/results/search_36d1137/sessions/*.kforge benchmarks/results/search_346744e_partial/sessions/*.kforge \

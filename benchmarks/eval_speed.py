@@ -93,7 +93,7 @@ def candidates(device: str, n: int) -> list[str]:
 
 def run(device: str, n: int, workers: int | None, cache: str) -> dict:
     from kforge_desktop.kernels.evaluator import Evaluator, default_workers
-    from kforge_desktop.kernels.verdict import EvalOptions
+    from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.problem.problem import load_problem
 
     problem = load_problem(REPO / "resources" / "problems" / "rms_norm.py")

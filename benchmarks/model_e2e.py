@@ -34,7 +34,7 @@ def _fmt(x, spec=".2f", suffix="x"):
 def _hand_kernels(store, session_path, model_name, device):
     """Add resources/examples/kernels/<model>_<kind>.py to the matching target's tree, evaluated."""
     from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.kernels.verdict import EvalOptions
+    from kforge_desktop.kernels.options import EvalOptions
 
     added = []
     cuda = device.startswith("cuda")
@@ -73,7 +73,7 @@ def _bench_session(model_path, session_path, device, runs):
 
 def run_model(name: str, args, generator, out_dir: Path) -> dict:
     from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.kernels.verdict import EvalOptions
+    from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.modelopt.optimize import ModelOptOptions, optimize_model
     from kforge_desktop.search.config import SearchConfig
 

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
-    from kforge_desktop.search.engine import autofix_kernel
+    from kforge_desktop.search.answers import autofix_kernel
     from kforge_desktop.search.scaffold import build_scaffold
     from kforge_desktop.store import SessionStore
 

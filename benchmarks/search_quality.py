@@ -52,7 +52,8 @@ def run_one(problem_name: str, config_name: str, budget: int, seed: int, model_p
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.config import SearchConfig
-    from kforge_desktop.search.engine import SearchEngine, create_session
+    from kforge_desktop.search.engine import SearchEngine
+    from kforge_desktop.search.setup import create_session
     from kforge_desktop.store import SessionStore
 
     strategy, overrides = CONFIGS[config_name]
@@ -234,25 +235,41 @@ def retimed_report(rows: list[dict]) -> str:
 
 
 def seeds_only(problems: list[str], device: str, out: Path) -> list[dict]:
-    """Evaluate just the exemplar seeds (no model): what the search starts from on ``device``."""
+    """Evaluate just the seeds (no model): what the search starts from on ``device``.
+
+    The exemplar seeds everywhere; on CUDA also torch.compile's own generated code (row
+    ``exemplar: "torch.compile"``), whose ``speedup_compile`` says how it compares with torch.compile
+    itself (the GPU tests check only that it is correct and runs without torch.compile).
+    """
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.exemplars import seed_exemplars
+    from kforge_desktop.search.inductor_seed import SeedError, inductor_module
     from kforge_desktop.search.scaffold import build_scaffold
 
     language = "cuda" if device.startswith("cuda") else "cpp"
     rows = []
+
+    def record(name: str, seed_name: str, v) -> None:
+        rows.append({"problem": name, "exemplar": seed_name, "device": device, "status": v.status,
+                     "speedup": v.speedup, "speedup_compile": v.speedup_compile, "latency_ms": v.latency_ms,
+                     "baseline_ms": v.baseline_ms, "compile_baseline_ms": v.compile_baseline_ms,
+                     "noise": v.noise, "significant": v.significant, "build_s": v.build_s, "reason": v.reason})
+        print(f"{name:<16} {seed_name:<13} {v.summary()} (vs torch.compile {_x(v.speedup_compile)})", flush=True)
+
     with Evaluator(device=device) as evaluator:
         for name in problems:
             problem = load_problem(ROOT / "resources" / "problems" / f"{name}.py")
             scaffold = build_scaffold(problem, language)
             for exemplar, code in seed_exemplars(scaffold, problem.source):
-                v = evaluator.evaluate(problem, scaffold.module_source(code))
-                rows.append({"problem": name, "exemplar": exemplar.name, "device": device, "status": v.status,
-                             "speedup": v.speedup, "speedup_compile": v.speedup_compile, "latency_ms": v.latency_ms,
-                             "baseline_ms": v.baseline_ms, "compile_baseline_ms": v.compile_baseline_ms,
-                             "significant": v.significant, "build_s": v.build_s, "reason": v.reason})
-                print(f"{name:<16} {exemplar.name:<12} {v.summary()}", flush=True)
+                record(name, exemplar.name, evaluator.evaluate(problem, scaffold.module_source(code)))
+            if language == "cuda":
+                try:
+                    source = inductor_module(problem, device)
+                except SeedError as err:
+                    print(f"{name:<16} torch.compile no seed: {err}", flush=True)
+                    continue
+                record(name, "torch.compile", evaluator.evaluate(problem, source))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return rows

@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+# before the model download: if Qt's X11 plugin lacks system libraries, say which package to install
+# (one line) and stop, instead of letting Qt abort when the window opens
+.venv/bin/python -m kforge_desktop.gui.qt_libs || exit 1
 .venv/bin/kforge models fetch-default
 EXAMPLE="${1:-resources/problems/softmax.py}"
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "${QT_QPA_PLATFORM:-}" = offscreen ]; then

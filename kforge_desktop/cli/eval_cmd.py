@@ -38,7 +38,7 @@ def default_device() -> str:
 
 def run(args) -> int:
     from ..kernels.evaluator import Evaluator
-    from ..kernels.verdict import EvalOptions
+    from ..kernels.options import EvalOptions
     from ..problem.problem import ProblemError, load_problem
 
     try:

@@ -1,11 +1,13 @@
 """``kforge desktop [SESSION_OR_PROBLEM]``: open the window (the same as ``kforge-desktop``).
 
-The GUI is imported only when this command runs, so the rest of the CLI works on machines without
-Qt or without a display; on a machine with no display it says plainly how to run headless.
+The app runs in a process of its own, so the rest of the CLI works on machines without Qt or
+without a display; there the app says plainly how to run headless.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from .errors import UserError
@@ -25,17 +27,10 @@ def register(subparsers) -> None:
 
 
 def _desktop(args) -> int:
+    """Run the desktop app as its own process: the CLI never imports Qt (the GUI sits above every
+    other package), and the app's own start-up checks (display, Qt's system libraries) speak for it."""
     if args.path and not Path(args.path).expanduser().exists():
         raise UserError(f"{args.path} does not exist; give a session file or a problem/model .py file.")
-    try:
-        from ..gui.app import headless_hint
-    except ImportError as err:
-        raise UserError(f"the desktop app needs PySide6 and pyqtgraph ({err}); run scripts/bootstrap.sh.") from None
-    hint = headless_hint()
-    if hint:
-        raise UserError(hint)
-    from ..gui.app import main as gui_main
-
     argv = [args.path] if args.path else []
     if args.reset_layout:
         argv.append("--reset-layout")
@@ -43,4 +38,4 @@ def _desktop(args) -> int:
         argv += ["--theme", args.theme]
     if args.no_tour:
         argv.append("--no-tour")
-    return gui_main(argv)
+    return subprocess.call([sys.executable, "-m", "kforge_desktop.gui.app", *argv])

@@ -101,17 +101,40 @@ def _device(requested: str | None) -> str:
     return requested
 
 
-def _generator(args):
-    from ..llm import ModelNotFound, open_generator
+def _model_choice(args):
+    from ..search.runner import ModelChoice
+
+    n_ctx = getattr(args, "n_ctx", None)
+    return ModelChoice(path=args.llm, server_url=args.server, server_model=args.server_model,
+                       context=n_ctx if n_ctx and not args.server else None)
+
+
+def _open_model(open_it):
+    """Open the model now, so that a missing one is one sentence before anything else happens."""
+    from ..llm import ModelNotFound
     from ..llm.generator import GenerationError
 
-    kwargs = {"n_ctx": args.n_ctx} if getattr(args, "n_ctx", None) and not args.server else {}
     try:
-        return open_generator(args.llm, args.server, args.server_model, **kwargs)
+        return open_it()
     except (ModelNotFound, GenerationError) as err:
         raise UserError(str(err)) from None
     except ValueError as err:  # e.g. a non-loopback server URL
         raise UserError(str(err)) from None
+
+
+def _generator(args):
+    from ..search.runner import open_generator
+
+    return _open_model(lambda: open_generator(_model_choice(args)))
+
+
+def _runner(args):
+    """The model (opened now) and the evaluator (on the search's device, when it starts)."""
+    from ..search.runner import SearchRunner
+
+    runner = SearchRunner(_model_choice(args), workers=args.workers)
+    _open_model(runner.open_model)
+    return runner
 
 
 def _problem(path: str):
@@ -243,26 +266,26 @@ def cmd_optimize(args) -> int:
     if session_path.exists():
         raise UserError(f"Session file {session_path} already exists; use `kforge resume {session_path}` to "
                         "continue it, or pick another --session.")
-    from ..search.engine import create_session
+    from ..search.setup import create_session
     from ..store import SessionStore
 
-    generator = _generator(args)
-    store = SessionStore(session_path)
+    runner = _runner(args)
     try:
-        problem_id = create_session(store, problem, config)
-        if not args.json:
-            print(f"session: {session_path}", file=sys.stderr)
-        return _search(store, problem_id, generator, config, args)
+        store = SessionStore(session_path)
+        try:
+            problem_id = create_session(store, problem, config)
+            if not args.json:
+                print(f"session: {session_path}", file=sys.stderr)
+            return _search(runner, store, problem_id, config, args)
+        finally:
+            store.close()
     finally:
-        store.close()
-        generator.close()
+        runner.close()
 
 
 def _is_model_file(path: Path) -> bool:
-    try:
-        from ..modelopt.loader import is_model_file
-    except ImportError:
-        return False
+    from ..modelopt.loader import is_model_file
+
     return is_model_file(path)
 
 
@@ -289,28 +312,14 @@ def _optimize_model(path: Path, config, args) -> int:
 
 def _model_summary(result) -> str:
     """A short table of the whole-model run (the model flow's own report has the details)."""
-    try:
-        from ..modelopt.report import format_result  # the model flow's formatter, where it has one
+    from ..modelopt.report import format_result
 
-        return format_result(result)
-    except ImportError:
-        pass
-    lines = [f"session: {result.session_path}", f"{'target':<40} {'share':>6} {'budget':>6} {'best':>7}  used"]
-    for o in result.outcomes:
-        best = f"{o.best_speedup:.2f}x" if o.best_speedup else "-"
-        lines.append(f"{o.target[:40]:<40} {100 * o.share:>5.1f}% {o.budget:>6} {best:>7}  "
-                     f"{'yes' if o.used else 'no: ' + (o.why_not or '-')}")
-    return "\n".join(lines)
+    return format_result(result)
 
 
-def _search(store, problem_id: int, generator, config, args) -> int:
-    from ..kernels.evaluator import Evaluator
-    from ..search.engine import SearchEngine
-
+def _search(runner, store, problem_id: int, config, args) -> int:
     progress = ProgressLine(quiet=args.json)
-    with Evaluator(device=config.device, workers=args.workers) as evaluator:
-        engine = SearchEngine(store, problem_id, generator, evaluator, config)
-        finished = _run_engine(engine, progress)
+    finished = _run_engine(runner.engine(store, problem_id, config), progress)
     reason = finished.reason if finished else "stopped"
     if args.json:
         print(json.dumps(_summary_json(store, problem_id, reason), indent=2))
@@ -349,11 +358,11 @@ def cmd_resume(args) -> int:
         if not args.json:
             print(f"resuming {store.problem(problem_id).name}: {done} candidates done, {pending} waiting, budget "
                   f"{config.budget_candidates}", file=sys.stderr)
-        generator = _generator(args)
+        runner = _runner(args)
         try:
-            return _search(store, problem_id, generator, config, args)
+            return _search(runner, store, problem_id, config, args)
         finally:
-            generator.close()
+            runner.close()
     finally:
         store.close()
 

@@ -33,16 +33,21 @@ def register(sub) -> None:
 
     b = sub.add_parser(
         "bench",
-        help="time a model end to end: original, patched with a session's kernels, torch.compile",
+        help="time a model end to end: original, torch.compile, patched with a session's kernels, "
+             "torch.compile(patched)",
         description="Load the model, patch it with the chosen kernel of each target of the session (the pinned "
                     "one, else the fastest verified one), check it against the original, then time the original, "
-                    "the patched model and torch.compile(original) interleaved in one process.",
+                    "torch.compile(original), the patched model and torch.compile(patched) interleaved in one "
+                    "process. Each gets its device time (the GPU's own time per call; speedups are on it) and "
+                    "its call latency (one synchronous call, host overhead included).",
     )
     b.add_argument("model", help="the model file the session was made from")
     b.add_argument("--session", required=True, help="the whole-model session (from kforge optimize MODEL.py)")
     b.add_argument("--device", default=None, help="cpu or cuda (default: the session's)")
     b.add_argument("--runs", type=int, default=30, help="interleaved rounds (default 30)")
-    b.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    b.add_argument("--no-compile", action="store_true", help="leave torch.compile (of both models) out")
+    b.add_argument("--budget", type=float, default=60.0,
+                   help="seconds of timing at most, after compiling (never fewer than 10 rounds; default 60)")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=run_bench)
 
@@ -132,7 +137,7 @@ def run_bench(args) -> int:
     from ..modelopt.bench import bench_model, unpatched_copy
     from ..modelopt.integrate import integrate
     from ..modelopt.loader import ModelFileError
-    from ..modelopt.session import ModelSessionError, chosen_kernels, model_meta, reload_model
+    from ..modelopt.session import ModelSessionError, chosen_kernels, model_meta, not_used_line, reload_model
 
     store = _open_model_session(args.session)
     device = args.device or model_meta(store).get("device", "cpu")
@@ -145,8 +150,8 @@ def run_bench(args) -> int:
     chosen, reasons = chosen_kernels(store, profiled)
     if not chosen:
         raise UserError("The session has no kernel to use for this model ("
-                        + ("; ".join(f"{t}: {r}" for t, r in sorted(reasons.items())[:3]) or "no verified kernel")
-                        + ").")
+                        + ("; ".join(not_used_line(t, r) for t, r in sorted(reasons.items())[:3])
+                           or "no verified kernel") + ").")
     original = None if args.no_compile else unpatched_copy(mf.model)
     integ = integrate(mf.model, profiled.analysis, chosen, list(mf.inputs), mf.make_inputs, device)
     reasons.update(integ.dropped)
@@ -154,7 +159,7 @@ def run_bench(args) -> int:
         raise UserError("No kernel of the session keeps the model's outputs right: "
                         + "; ".join(f"{t}: {r}" for t, r in integ.dropped.items()) + ".")
     result = bench_model(mf.model, list(mf.inputs), integ.handle, original=original, device=device,
-                         runs=max(3, args.runs), compile=not args.no_compile, progress=say)
+                         runs=max(3, args.runs), compile=not args.no_compile, budget_s=args.budget, progress=say)
     out = {"model": mf.name, "session": str(args.session), "kernels": integ.kept, "not_used": reasons,
            "checks": [c.__dict__ for c in integ.checks], **result.to_dict()}
     store.set_meta("modelopt_bench", out)
@@ -163,28 +168,23 @@ def run_bench(args) -> int:
         return 0
     print(f"{mf.name} on {device}, kernels used: {', '.join(integ.kept)}")
     for t, r in sorted(reasons.items()):
-        print(f"  {t}: not used: {r}")
+        print("  " + not_used_line(t, r))
     for c in integ.checks:
         print(f"  check on {c.label}: {'ok' if c.ok else 'MISMATCH'} (max abs {c.max_abs_err:.2g}, rel L2 {c.rel_l2_err:.2g})")
-    rows = [("eager (original)", result.eager, 1.0), ("patched", result.patched, result.speedup)]
-    if result.compiled:
-        rows.append(("torch.compile(original)", result.compiled, result.compile_speedup))
-    print(f"{'':26} {'median ms':>10} {'IQR ms':>8} {'vs eager':>9} {'fastest ms':>11}")
-    for name, t, s in rows:
-        print(f"{name:26} {t.median_ms:10.3f} {t.iqr_ms:8.3f} {s:8.2f}x {t.min_ms:11.3f}")
-    if result.compiled:
-        print(f"patched vs torch.compile: {result.speedup_vs_compile:.2f}x")
-    elif result.compile_note:
-        print(result.compile_note)
+    print(result.table())
     for t, (hits, misses) in sorted(result.kernel_calls.items()):
-        print(f"  {t}: {hits} kernel call(s), {misses} fallback(s) per forward")
+        line = f"  {t}: {hits} kernel call(s), {misses} fallback(s) per forward"
+        if t in result.kernel_calls_compiled:
+            h, m = result.kernel_calls_compiled[t]
+            line += f"; under torch.compile(patched): {h} kernel call(s), {m} fallback(s)"
+        print(line)
     return 0
 
 
 def run_export(args) -> int:
     from ..modelopt.export import export_session
     from ..modelopt.loader import ModelFileError
-    from ..modelopt.session import ModelSessionError, model_meta
+    from ..modelopt.session import LEFT_TO_COMPILE, ModelSessionError, model_meta, not_used_line
 
     store = _open_model_session(args.session)
     device = args.device or model_meta(store).get("device", "cpu")
@@ -200,6 +200,9 @@ def run_export(args) -> int:
                           "bench": res.bench.to_dict() if res.bench else None}, default=str))
         return 0
     print(f"wrote {Path(res.out) / res.package} ({len(res.kernels)} kernel(s): {', '.join(res.kernels)})")
+    for t, r in sorted(res.not_used.items()):
+        if r.startswith(LEFT_TO_COMPILE):
+            print("  " + not_used_line(t, r))
     print(f"report: {res.report}")
     if res.bench:
         print(res.bench.summary())

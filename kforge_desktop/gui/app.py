@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     if hint:
         print(f"kforge-desktop: {hint}", file=sys.stderr)
         return 2
+    from .qt_libs import startup_problem
+
+    problem = startup_problem()  # before Qt: a missing X11 library would make it abort the process
+    if problem:
+        print(f"kforge-desktop: {problem}", file=sys.stderr)
+        return 1
     from PySide6.QtCore import QTimer, qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 

@@ -1,8 +1,9 @@
-"""Re-verify and re-time the chosen kernel of every problem on this machine.
+"""Re-verify and re-time the chosen kernel of every problem on this machine, off the UI thread.
 
-Used when a session measured elsewhere is opened here: the chosen kernels are evaluated again (in
-the evaluator's worker processes, never in the window's) and their verdicts replaced, so the
-numbers the window shows are this machine's. Runs on its own thread with its own store connection.
+Used when a session measured elsewhere is opened here. The work is the search's own command
+(``search.commands.reverify``, run by ``search.runner.reverify_session`` with its own store
+connection and evaluator workers, never in the window's process); this thread only carries its
+messages and its summary back to the window.
 """
 
 from __future__ import annotations
@@ -23,34 +24,12 @@ class Reverifier(QThread):
         self.device = device
 
     def run(self) -> None:
-        from ..kernels.evaluator import Evaluator
-        from ..search.engine import environment_record
-        from ..search.tree import reward
-        from ..store import SessionStore
+        from ..search.runner import reverify_session
 
-        store = None
         try:
-            store = SessionStore.open(self.session_path)
-            done, lines = 0, []
-            with Evaluator(device=self.device) as evaluator:
-                for p in store.problems():
-                    node = store.chosen_node(p.id)
-                    if node is None:
-                        continue
-                    self.message.emit(f"Re-verifying node #{node.id} of {p.name} on this machine…")
-                    verdict = evaluator.evaluate(p.to_problem(), node.source)
-                    store.record_verdict(node.id, verdict, reward(verdict))
-                    store.log_event(p.id, "reverified", f"node {node.id} re-verified here: {verdict.summary()}",
-                                    "info" if verdict.status == "ok" else "warning", {"node": node.id})
-                    lines.append(f"#{node.id}: {verdict.summary()}")
-                    done += 1
-            store.set_environment(environment_record(self.device))
-            summary = (f"Re-verified {done} chosen kernel(s) on this machine: " + "; ".join(lines)) if done \
-                else "No chosen kernel to re-verify yet."
-            self.done.emit(summary, False)
+            summary = reverify_session(self.session_path, self.device, self.message.emit)
         except Exception as err:
             self.done.emit(f"Re-verification failed: {err}", True)
             traceback.print_exc()
-        finally:
-            if store is not None:
-                store.close()
+            return
+        self.done.emit(summary, False)

@@ -1,5 +1,6 @@
 """What the window remembers between runs (QSettings): layout and geometry, recent sessions,
-the search and LLM choices, the theme, and whether the first-run tour was shown.
+the search and LLM choices, the preferences (folders, workers, threads), the theme, the plot's
+and the code view's modes, and whether the first-run tour was shown.
 
 Typed accessors keep the keys in one place; QSettings stores strings on some platforms, so every
 read converts.
@@ -39,6 +40,17 @@ class LLMChoices:
     context: int = 8192
     temperature: float = 0.7
     max_tokens: int = 1024
+
+
+@dataclass(frozen=True)
+class Preferences:
+    """Edit → Preferences: where models and sessions live and how many processes and threads the
+    work may use. Empty or 0 means "the default" (``paths`` and the evaluator/llama.cpp choose)."""
+
+    models_dir: str = ""
+    sessions_dir: str = ""
+    workers: int = 0  # evaluator worker processes; 0 = by device and cores
+    threads: int = 0  # llama.cpp threads; 0 = all cores but one
 
 
 def _conv(value, like):
@@ -118,6 +130,20 @@ class Settings:
 
     def set_llm(self, c: LLMChoices) -> None:
         self._store("llm", c)
+
+    def preferences(self) -> Preferences:
+        return self._load("prefs", Preferences)
+
+    def set_preferences(self, p: Preferences) -> None:
+        self._store("prefs", p)
+
+    # -- what views remember (plot x axis, code view modes) -----------------------------------
+    def view_mode(self, key: str, default: str) -> str:
+        v = self.qs.value(f"view/{key}")
+        return str(v) if v not in (None, "") else default
+
+    def set_view_mode(self, key: str, value: str) -> None:
+        self.qs.setValue(f"view/{key}", value)
 
     # -- misc --------------------------------------------------------------------------------
     def theme(self) -> str:

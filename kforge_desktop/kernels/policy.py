@@ -176,11 +176,19 @@ def instrument_extensions(cache_dir: str) -> None:
         build_dir = os.path.join(cache_dir, new_name)
         kwargs["build_directory"] = build_dir
         kwargs.pop("verbose", None)
-        if not cuda_sources and "use_pch" in inspect.signature(orig_inline).parameters:
-            # C++ only: precompile torch/extension.h once (torch keeps it beside the header); a
-            # machine-wide lock, since every build shares that one file
-            kwargs.setdefault("use_pch", True)
-        with _DirLock(Path(cache_dir) / "_pch"), _DirLock(Path(build_dir)):
+        pch_ok = "use_pch" in inspect.signature(orig_inline).parameters
+        if (not cuda_sources and pch_ok and not kwargs.get("extra_cflags")
+                and not kwargs.get("extra_include_paths")):
+            # C++ with the default flags: precompile torch/extension.h once (torch keeps it beside
+            # the header, one file for every build). Only making it takes the machine-wide lock; the
+            # builds that read it then run side by side.
+            with _DirLock(Path(cache_dir) / "_pch"):
+                try:
+                    cpp_extension._check_and_build_extension_h_precompiler_headers(None, None)
+                    kwargs.setdefault("use_pch", True)
+                except RuntimeError:
+                    kwargs["use_pch"] = False
+        with _DirLock(Path(build_dir)):
             try:
                 mod = orig_inline(new_name, cpp_sources, cuda_sources, *args, verbose=False, **kwargs)
             except RuntimeError as err:
@@ -196,6 +204,10 @@ def instrument_extensions(cache_dir: str) -> None:
 
     cpp_extension.load_inline = load_inline
     cpp_extension.load = load
+    # torch deletes the shared precompiled header at every build that does not use it (CUDA builds,
+    # builds with their own flags), which would pull it from under a C++ build running beside them.
+    # A header precompiled with other flags is ignored by the compiler, so leaving it is safe.
+    cpp_extension.remove_extension_h_precompiler_headers = lambda: None
     cpp_extension._kforge_patched = True
     _instrument_triton()
 

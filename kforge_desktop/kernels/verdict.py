@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 STATUSES = ("ok", "incorrect", "compile_error", "runtime_error", "crashed", "timeout", "rejected")
 
@@ -13,6 +13,10 @@ class Verdict:
     status: str
     reason: str
     device: str = "cpu"
+    # Times: ``latency_ms``, ``baseline_ms`` and ``compile_baseline_ms`` are what speedups are
+    # computed on, the *device time* on a GPU (the GPU's own time per call, launch overhead hidden)
+    # and the wall time of a call on a CPU (``time_basis`` says which). The ``*_call_ms`` fields are
+    # one synchronous call each, host overhead included.
     speedup: float | None = None  # eager median / candidate median
     speedup_compile: float | None = None  # torch.compile median / candidate median
     latency_ms: float | None = None  # candidate median
@@ -20,6 +24,15 @@ class Verdict:
     baseline_ms: float | None = None  # eager median
     baseline_iqr_ms: float | None = None
     compile_baseline_ms: float | None = None  # torch.compile median, None where it does not work
+    compile_iqr_ms: float | None = None
+    time_basis: str = ""  # "device" (CUDA) or "wall" (CPU)
+    call_ms: float | None = None  # candidate, one synchronous call
+    baseline_call_ms: float | None = None
+    compile_call_ms: float | None = None
+    host_saving_ms: float | None = None  # same device time as eager, this much less per call
+    disturbed: str = ""  # why the measurement cannot be trusted (re-time it), or ""
+    input_seed: int | None = None  # the seed the trial inputs were drawn from
+    peak_mem_bytes: int | None = None  # the worker's peak device memory (GPU) or resident size (CPU)
     n_timed: int = 0
     noise: float | None = None  # relative spread (IQR/median, worst of candidate and eager)
     significant: bool = False  # speedup outside the measured noise
@@ -42,6 +55,18 @@ class Verdict:
     @property
     def is_correct(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def delegates(self) -> bool:
+        """Correct, but part of the work is PyTorch's own operators: never chosen or exported
+        unless the user pins it."""
+        return self.status == "ok" and bool(self.library_calls)
+
+    @property
+    def is_win(self) -> bool:
+        """Faster than eager beyond the noise, on a measurement that was not disturbed."""
+        return (self.status == "ok" and self.significant and not self.disturbed
+                and self.speedup is not None and self.speedup > 1)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -69,20 +94,54 @@ class Verdict:
         """One line for tables and logs."""
         if self.status == "ok" and self.speedup is not None:
             tag = "" if self.significant else " (within noise)"
-            return f"ok  {self.speedup:.2f}x over eager{tag}, {self.latency_ms:.4f} ms"
+            if self.disturbed:
+                tag = " (disturbed measurement)"
+            basis = f" {self.time_basis} time" if self.time_basis else ""
+            return f"ok  {self.speedup:.2f}x over eager{tag}, {self.latency_ms:.4f} ms{basis}"
         return f"{self.status}: {self.reason}"
 
 
-@dataclass(frozen=True)
-class EvalOptions:
-    """Knobs of one evaluation; defaults are what the CLI and the search use."""
+def timing_fields(timings: dict) -> dict:
+    """Verdict fields from ``time_interleaved``'s result (contenders: candidate, eager, compile)."""
+    from .timing import host_only_gain, significant
 
-    device: str = "cpu"
-    trials: int = 5
-    timed_runs: int = 50
-    warmup_runs: int = 5
-    build_timeout_s: float = 300.0
-    run_timeout_s: float = 120.0
-    compare_compile: bool = True
-    seed: int = 0
-    extra: dict = field(default_factory=dict)
+    cand, eager = timings["candidate"], timings["eager"]
+    cuda = cand.device.samples_ms != cand.latency.samples_ms
+    fields_ = dict(
+        time_basis="device" if cuda else "wall",
+        latency_ms=cand.device.median_ms, latency_iqr_ms=cand.device.iqr_ms,
+        baseline_ms=eager.device.median_ms, baseline_iqr_ms=eager.device.iqr_ms,
+        call_ms=cand.latency.median_ms, baseline_call_ms=eager.latency.median_ms,
+        n_timed=cand.device.n,
+        speedup=eager.device.median_ms / cand.device.median_ms if cand.device.median_ms > 0 else None,
+        noise=max(cand.device.rel_spread, eager.device.rel_spread),
+        significant=significant(cand.device, eager.device),
+    )
+    if cuda and host_only_gain(cand, eager):
+        fields_["host_saving_ms"] = eager.latency.median_ms - cand.latency.median_ms
+    disturbed = [n for n, t in timings.items() if t.quantized]
+    if disturbed:
+        fields_["disturbed"] = ("the runs of " + ", ".join(disturbed) + " sat on whole milliseconds: the process "
+                                "waited for the scheduler (another busy process), so the times are the scheduler's")
+    comp = timings.get("compile")
+    if comp is not None:
+        fields_.update(compile_baseline_ms=comp.device.median_ms, compile_iqr_ms=comp.device.iqr_ms,
+                       compile_call_ms=comp.latency.median_ms,
+                       speedup_compile=(comp.device.median_ms / cand.device.median_ms
+                                        if cand.device.median_ms > 0 else None))
+    return fields_
+
+
+def ok_reason(result: dict) -> str:
+    """The one sentence of a correct candidate's verdict, from its timing fields."""
+    sp = result["speedup"]
+    basis = result.get("time_basis") == "device" and " (device time)" or ""
+    if result.get("disturbed"):
+        return f"correct; {sp:.2f}x against eager, but the measurement was disturbed: re-time it"
+    if result.get("host_saving_ms"):
+        return (f"correct; same device time as eager; {result['host_saving_ms']:.3f} ms less per call "
+                "(host overhead, not a faster kernel)")
+    if result["significant"]:
+        return f"correct; {sp:.2f}x {'faster' if sp >= 1 else 'slower'} than eager{basis}"
+    return f"correct; {sp:.2f}x against eager{basis}, within the measurement noise"
+

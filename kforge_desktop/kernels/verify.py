@@ -7,7 +7,9 @@ relative L2 error is 10-100x above what fp32 reordering produces.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -80,30 +82,62 @@ def compare(candidate_out, reference_out, override: dict | None = None) -> Compa
             if bad:
                 return Comparison(False, f"{which}{bad} of {r.numel()} values differ", math.inf, math.inf)
             continue
-        c64, r64 = c.detach().double(), r.detach().double()
-        c_fin, r_fin = torch.isfinite(c64), torch.isfinite(r64)
-        if not torch.equal(c_fin, r_fin):
-            n = int((c_fin != r_fin).sum().item())
-            return Comparison(False, f"{which}{n} NaN/Inf values where the reference has finite ones "
-                                     "(or the other way round)", math.inf, math.inf)
-        if not torch.equal(c64[~c_fin].nan_to_num(0.0), r64[~r_fin].nan_to_num(0.0)) and (~r_fin).any():
-            return Comparison(False, f"{which}non-finite values differ from the reference", math.inf, math.inf)
-        cf, rf = c64[r_fin], r64[r_fin]
-        diff = (cf - rf).abs()
-        max_abs = float(diff.max().item()) if diff.numel() else 0.0
-        denom = float(rf.norm().item())
-        rel_l2 = float((cf - rf).norm().item() / denom) if denom > 0 else float(diff.norm().item())
-        worst_abs, worst_l2 = max(worst_abs, max_abs), max(worst_l2, rel_l2)
         tol = tolerance_for(r.dtype, override)
-        over = diff > (tol.atol + tol.rtol * rf.abs())
-        if over.any():
-            n = int(over.sum().item())
-            return Comparison(False, f"{which}{n} of {r.numel()} values differ beyond atol={tol.atol:g}, "
+        stats = _compare_values(c.detach().reshape(-1), r.detach().reshape(-1), tol)
+        if stats.finite_mismatch:
+            return Comparison(False, f"{which}{stats.finite_mismatch} NaN/Inf values where the reference has finite "
+                                     "ones (or the other way round)", math.inf, math.inf)
+        if stats.nonfinite_differ:
+            return Comparison(False, f"{which}non-finite values differ from the reference", math.inf, math.inf)
+        max_abs = stats.max_abs
+        rel_l2 = math.sqrt(stats.diff_sq / stats.ref_sq) if stats.ref_sq > 0 else math.sqrt(stats.diff_sq)
+        worst_abs, worst_l2 = max(worst_abs, max_abs), max(worst_l2, rel_l2)
+        if stats.over:
+            return Comparison(False, f"{which}{stats.over} of {r.numel()} values differ beyond atol={tol.atol:g}, "
                                      f"rtol={tol.rtol:g} (max abs err {max_abs:.3g})", worst_abs, worst_l2)
         if rel_l2 > tol.rel_l2:
             return Comparison(False, f"{which}relative L2 error {rel_l2:.2e} exceeds {tol.rel_l2:.0e} for "
                                      f"{str(r.dtype).replace('torch.', '')} (reduced precision?)", worst_abs, worst_l2)
     return Comparison(True, "", worst_abs, worst_l2)
+
+
+CHUNK = 1 << 22  # elements compared at a time: a chunk's float64 temporaries are tens of MB
+
+
+@dataclass
+class _ValueStats:
+    finite_mismatch: int = 0
+    nonfinite_differ: bool = False
+    max_abs: float = 0.0
+    diff_sq: float = 0.0
+    ref_sq: float = 0.0
+    over: int = 0
+
+
+def _compare_values(c: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> _ValueStats:
+    """Elementwise and relative-L2 statistics over flat tensors, a chunk at a time.
+
+    Why chunks: a 6 GB output compared in one go would need two float64 copies (24 GB) and the
+    difference besides; chunk by chunk the comparison needs a few hundred MB whatever the size.
+    """
+    st = _ValueStats()
+    for lo in range(0, r.numel(), CHUNK):
+        c64, r64 = c[lo:lo + CHUNK].double(), r[lo:lo + CHUNK].double()
+        c_fin, r_fin = torch.isfinite(c64), torch.isfinite(r64)
+        if not torch.equal(c_fin, r_fin):
+            st.finite_mismatch += int((c_fin != r_fin).sum().item())
+            continue
+        if (~r_fin).any() and not torch.equal(c64[~c_fin].nan_to_num(0.0), r64[~r_fin].nan_to_num(0.0)):
+            st.nonfinite_differ = True
+        cf, rf = (c64, r64) if bool(r_fin.all()) else (c64[r_fin], r64[r_fin])
+        diff = (cf - rf).abs()
+        if diff.numel():
+            st.max_abs = max(st.max_abs, float(diff.max().item()))
+        st.diff_sq += float(diff.square().sum().item())
+        st.ref_sq += float(rf.square().sum().item())
+        st.over += int((diff > (tol.atol + tol.rtol * rf.abs())).sum().item())
+        del c64, r64, cf, rf, diff
+    return st
 
 
 def same_inputs(before: list, after: list) -> str | None:
@@ -115,11 +149,56 @@ def same_inputs(before: list, after: list) -> str | None:
     return None
 
 
+_PERTURB = 0x80  # glibc fills each allocation with this byte's complement, 0x7F: 3.4e38 as float32
+
+
 def poison_allocator(nbytes_list: list[int], device: str) -> None:
-    """Hand the next allocations memory full of NaN bytes, so unwritten outputs cannot pass."""
+    """Hand the next CUDA allocations memory full of NaN bytes, so unwritten outputs cannot pass.
+
+    On a CPU a freed block is not what the next allocation gets (large ones come fresh from the
+    kernel, zeroed), so there the poison is ``poisoned_cpu_allocations`` instead.
+    """
+    if not str(device).startswith("cuda"):
+        return
     blocks = []
     for n in nbytes_list:
         if n <= 0:
             continue
         blocks.append(torch.full((n,), 0xFF, dtype=torch.uint8, device=device))
     del blocks
+
+
+@contextlib.contextmanager
+def poisoned_cpu_allocations():
+    """While inside, every CPU allocation comes filled with 0x7F bytes (3.4e38 as float32, NaN as
+    float16), so an output the kernel never wrote is garbage the comparison catches, not zeros.
+
+    glibc's ``M_PERTURB`` does this for every block, small or large; it is switched off again
+    afterwards because filling every allocation would slow the timed runs.
+    """
+    libc = _libc()
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_PERTURB, _PERTURB)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_PERTURB, 0)
+
+
+_M_PERTURB = -6
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or not sys.platform.startswith("linux"):
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+        return lib if hasattr(lib, "mallopt") else None
+    except OSError:
+        return None

@@ -4,17 +4,21 @@ Everything here runs in the worker, never in the caller: the candidate is untrus
 talks to its parent over a pipe: ``("phase", name)`` as it goes, ``("want_timing",)`` before timing
 (the parent grants one timing slot at a time, so timings never overlap), and finally
 ``("done", verdict_dict, restart)``. A crash, a hang or a poisoned CUDA context ends the process;
-the pool notices and starts another.
+the pool notices and starts another. Tasks arrive as ``EvalTask.to_dict()``; the verdict dict
+leaves the device out, the pool adds it from the same task's options.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
 import sys
 import time
 import traceback
+
+from .options import EvalTask
 
 RESERVED_SEED = 0x5EED
 
@@ -29,8 +33,6 @@ def worker_main(conn, config: dict) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     os.environ["KFORGE_BUILD_CACHE"] = config["build_cache"]
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(config["build_cache"], "torch_extensions"))
-    if not config["device"].startswith("cuda"):
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
 
     from .policy import instrument_extensions
@@ -96,62 +98,95 @@ class TaskRunner:
     def phase(self, name: str) -> None:
         self.conn.send(("phase", name))
 
-    def run(self, task: dict) -> tuple[dict, bool]:
+    def run(self, message: dict) -> tuple[dict, bool]:
         import torch
 
         self.counter += 1
-        opts = task["options"]
-        device = opts["device"]
-        result: dict = {"device": device}
+        if message.get("kind") == "retime":
+            from .retime import RetimeTask, run_retime
+
+            task = RetimeTask.from_dict(message)
+            try:
+                with torch.no_grad():
+                    return {"status": "ok", "reason": "re-timed", **run_retime(self, task)}, False
+            except Exception as err:
+                return {"status": "runtime_error", "reason": f"re-timing failed: {type(err).__name__}: {err}",
+                        "log": traceback.format_exc()}, True
+            finally:
+                _release_device_memory(task.options.is_cuda)
+        task = EvalTask.from_dict(message)
+        if task.options.is_cuda:
+            torch.cuda.reset_peak_memory_stats()
+        result: dict = {}
         try:
             with torch.no_grad():
-                self._evaluate(task, opts, device, result)
+                self._evaluate(task, result)
         except Failure as f:
             result.update(status=f.status, reason=f.reason, log=(result.get("log", "") + f.log), **f.extra)
             return result, f.restart or result.get("tampered", False)
+        finally:
+            result["peak_mem_bytes"] = _peak_memory(task.options.is_cuda)
+            _release_device_memory(task.options.is_cuda)
         return result, result.pop("tampered", False)
 
     # -- the steps -------------------------------------------------------------------------------
 
-    def _evaluate(self, task: dict, opts: dict, device: str, result: dict) -> None:
+    def _evaluate(self, task: EvalTask, result: dict) -> None:
         import torch
 
-        from ..problem.problem import Problem, ProblemError
+        from ..problem.problem import ProblemError
         from . import policy
         from .candidate import CandidateError, detect_language, load_candidate_module, static_problems
-        from .timing import significant, time_interleaved
-        from .verify import compare, flatten_outputs, poison_allocator, same_inputs
+        from .timing import time_interleaved
+        from .verdict import ok_reason, timing_fields
+        from .verify import compare, flatten_outputs, poison_allocator, poisoned_cpu_allocations, same_inputs
 
-        source = task["source"]
+        source, opts, device = task.source, task.options, task.options.device
         language = detect_language(source)
         result["language"] = language
-        is_cuda = device.startswith("cuda")
+        is_cuda = opts.is_cuda
         sync = torch.cuda.synchronize if is_cuda else (lambda: None)
 
         # 1. the reference (trusted) and all the inputs, before any candidate code runs
         self.phase("reference")
-        problem = Problem(**task["problem"])
+        problem = task.problem
         try:
             ref_mod = problem.load_module()
         except ProblemError as err:
             raise Failure("runtime_error", f"the problem could not be loaded: {err}") from None
         init_inputs = list(ref_mod.get_init_inputs())
-        seed = int(opts.get("seed", 0))
-        torch.manual_seed(seed)
+        # fresh input values for every evaluation unless the caller fixed them; recorded in the verdict
+        seed = opts.seed if opts.seed else int.from_bytes(os.urandom(4), "little") >> 1
+        result["input_seed"] = seed
+        torch.manual_seed(RESERVED_SEED)  # the weights: the same for every candidate of a problem
         ref_model = ref_mod.Model(*init_inputs).to(device).eval()
-        n_trials = max(1, int(opts.get("trials", 5)))
+        n_trials = max(1, opts.trials)
         n_post = 2
-        trial_inputs = [self._inputs(ref_mod, device, seed * 7919 + t + 1) for t in range(n_trials + n_post + 2)]
+
+        # inputs are made when they are needed, on the device, and dropped after use, so a problem
+        # of G bytes needs a few G of memory, not one copy per trial; the reference runs right
+        # before the candidate's call, after a check that nothing has patched PyTorch
+        def trial_inputs(t: int) -> list:
+            return self._inputs(ref_mod, device, seed * 7919 + t + 1)
+
+        def reference(inp: list):
+            self._check_tamper(snapshot, ref_mod, "running the candidate")
+            out = ref_model(*[_clone(x) for x in inp])
+            sync()
+            return out
+
         replay = []
         if hasattr(ref_mod, "get_replay_inputs"):
             replay = [self._to_device(list(x), device) for x in ref_mod.get_replay_inputs()]
-        ref_outs = [ref_model(*[_clone(x) for x in inp]) for inp in trial_inputs]
-        replay_outs = [ref_model(*[_clone(x) for x in inp]) for inp in replay]
-        _, ref_ops_list = policy.record_ops(ref_model, *[_clone(x) for x in trial_inputs[0]])
+        first = trial_inputs(0)
+        ref_first, ref_ops_list = policy.record_ops(ref_model, *[_clone(x) for x in first])
         ref_ops = policy.compute_ops(ref_ops_list)
+        out_bytes = [o.numel() * o.element_size() for o in flatten_outputs(ref_first) if torch.is_tensor(o)]
+        del ref_first, first
         sync()
 
         # 2. static checks, then build (import) the candidate
+        snapshot = policy.TorchSnapshot.take({"Model.forward": ref_mod.Model.forward})
         try:
             found = static_problems(source)
         except CandidateError as err:
@@ -167,7 +202,6 @@ class TaskRunner:
         if fallbacks:
             raise Failure("rejected", f"the candidate falls back to PyTorch ({fallbacks[0]}) in an except branch; "
                                       "a kernel that fails must fail, not hand the work back")
-        snapshot = policy.TorchSnapshot.take({"Model.forward": ref_mod.Model.forward})
         self.phase("build")
         calls_before_build = policy.compiled_calls()
         t0 = time.perf_counter()
@@ -180,7 +214,7 @@ class TaskRunner:
         result["cached_build"] = result["build_s"] < 0.05
         self._check_tamper(snapshot, ref_mod, "importing the candidate")
         try:
-            torch.manual_seed(seed)
+            torch.manual_seed(RESERVED_SEED)
             cand_model = cand_mod.ModelNew(*init_inputs)
             _copy_matching_state(ref_model, cand_model)
             cand_model = cand_model.to(device).eval()
@@ -191,18 +225,18 @@ class TaskRunner:
         # 3. verify: fresh inputs per trial, poisoned allocator, inputs must stay unchanged
         self.phase("verify")
         t0 = time.perf_counter()
-        out_bytes = [o.numel() * o.element_size() for o in flatten_outputs(ref_outs[0]) if torch.is_tensor(o)]
         worst_abs, worst_l2 = 0.0, 0.0
         library_ops: set[str] = set()
         calls_before = policy.compiled_calls()
         checks = list(range(n_trials)) + [("replay", i) for i in range(len(replay))]
         for k in checks:
-            inp = trial_inputs[k] if isinstance(k, int) else replay[k[1]]
-            ref_out = ref_outs[k] if isinstance(k, int) else replay_outs[k[1]]
+            inp = trial_inputs(k) if isinstance(k, int) else replay[k[1]]
+            ref_out = reference(inp)
             label = f"trial {k + 1}" if isinstance(k, int) else f"captured input {k[1] + 1}"
             args = [_clone(x) for x in inp]
             poison_allocator(out_bytes, device)
-            out = self._call(cand_model, args, sync, record=(k == 0))
+            with poisoned_cpu_allocations() if not is_cuda else contextlib.nullcontext():
+                out = self._call(cand_model, args, sync, record=(k == 0))
             if k == 0:
                 out, ops = out
                 library_ops = policy.compute_ops(ops)
@@ -214,7 +248,7 @@ class TaskRunner:
             changed = same_inputs(inp, args)
             if changed:
                 raise Failure("incorrect", f"{label}: the candidate modified its {changed} in place")
-            del out
+            del out, ref_out, inp, args
         result["trials"] = len(checks)
         result["verify_s"] = time.perf_counter() - t0
         ran_compiled = policy.compiled_calls() > calls_before or (
@@ -234,21 +268,20 @@ class TaskRunner:
         if language == "triton" and not is_cuda:
             result.update(status="ok", reason="correct under Triton's interpreter; not timed without a GPU")
             return
-        compiled = self._compiled(problem, ref_model, trial_inputs[0], device) if opts.get("compare_compile") \
-            else None
+        sources = {0: trial_inputs(n_trials), 1: trial_inputs(n_trials + 1)}
+        compiled = self._compiled(problem, ref_model, sources[0], device) if opts.compare_compile else None
         self.conn.send(("want_timing",))
         grant = self.conn.recv()
         if grant != "timing_granted":
             raise Failure("runtime_error", "the evaluator did not grant a timing slot")
         self.phase("time")
         t0 = time.perf_counter()
-        a, b = n_trials, n_trials + 1
-        buffers = [_clone(x) for x in trial_inputs[a]]
-        sources = {0: trial_inputs[a], 1: trial_inputs[b]}
-        expected = {0: ref_outs[a], 1: ref_outs[b]}
+        buffers = [_clone(x) for x in sources[0]]
         rng = random.Random(os.urandom(8))
-        runs = int(opts.get("timed_runs", 50))
-        check_at = set(rng.sample(range(min(runs, 10), runs), k=min(3, max(0, runs - 10)))) | {runs - 1}
+        runs = opts.timed_runs
+        # checked rounds: a few among the first ten (always run, whatever the time budget) and
+        # the last round run, which time_interleaved names as final
+        check_at = set(rng.sample(range(min(runs, 10)), k=min(3, runs)))
         late_failure: list[str] = []
 
         def before_run(i: int) -> None:
@@ -256,9 +289,9 @@ class TaskRunner:
                 if torch.is_tensor(buf):
                     buf.copy_(src)
 
-        def after_run(name: str, i: int, out) -> None:
-            if name == "candidate" and i in check_at and not late_failure:
-                cmp = compare(out, expected[i % 2], getattr(ref_mod, "tolerance", None))
+        def after_run(name: str, i: int, out, final: bool) -> None:
+            if name == "candidate" and (i in check_at or final) and not late_failure:
+                cmp = compare(out, reference(sources[i % 2]), getattr(ref_mod, "tolerance", None))
                 if not cmp.ok:
                     late_failure.append(f"timed run {i + 1}: {cmp.reason}")
 
@@ -266,46 +299,37 @@ class TaskRunner:
         if compiled is not None:
             contenders["compile"] = lambda: compiled(*buffers)
         try:
-            timings = time_interleaved(contenders, device, runs=runs, warmup=int(opts.get("warmup_runs", 5)),
-                                       before_run=before_run, after_run=after_run,
-                                       budget_s=float(opts.get("timing_budget_s", 60.0)))
+            timings = time_interleaved(contenders, device, runs=runs, warmup=opts.warmup_runs,
+                                       before_run=before_run, after_run=after_run, budget_s=opts.timing_budget_s)
         except Exception as err:
             raise Failure("runtime_error", f"the candidate failed while being timed: {type(err).__name__}: "
                                            f"{_short(err)}", log=traceback.format_exc(),
                           restart=is_cuda) from None
         finally:
             self.conn.send(("timing_done",))
+        buffers.clear()  # the timing inputs are not needed any more: free them before the rechecks
+        sources.clear()
         result["time_s"] = time.perf_counter() - t0
-        cand_t, eager_t = timings["candidate"], timings["eager"]
-        result.update(latency_ms=cand_t.median_ms, latency_iqr_ms=cand_t.iqr_ms, baseline_ms=eager_t.median_ms,
-                      baseline_iqr_ms=eager_t.iqr_ms, n_timed=cand_t.n,
-                      speedup=eager_t.median_ms / cand_t.median_ms if cand_t.median_ms > 0 else None,
-                      noise=max(cand_t.rel_spread, eager_t.rel_spread),
-                      significant=significant(cand_t, eager_t))
-        if "compile" in timings:
-            comp_t = timings["compile"]
-            result["compile_baseline_ms"] = comp_t.median_ms
-            result["speedup_compile"] = comp_t.median_ms / cand_t.median_ms if cand_t.median_ms > 0 else None
+        result.update(timing_fields(timings))
 
         # 5. after timing: still right on fresh inputs? still no tampering?
         if late_failure:
             raise Failure("incorrect", "outputs during timing differ from the reference ("
                           + late_failure[0] + "): the candidate behaves differently when timed")
         for k in range(n_trials + 2, n_trials + 2 + n_post):
-            args = [_clone(x) for x in trial_inputs[k]]
+            inp = trial_inputs(k)
+            expected = reference(inp)
+            args = [_clone(x) for x in inp]
             poison_allocator(out_bytes, device)
-            out = self._call(cand_model, args, sync)
-            cmp = compare(out, ref_outs[k], getattr(ref_mod, "tolerance", None))
+            with poisoned_cpu_allocations() if not is_cuda else contextlib.nullcontext():
+                out = self._call(cand_model, args, sync)
+            cmp = compare(out, expected, getattr(ref_mod, "tolerance", None))
+            del inp, expected, args
             if not cmp.ok:
                 raise Failure("incorrect", f"after timing, on fresh inputs: {cmp.reason} (the candidate was "
                                            "right during the checks but not after warm-up)")
         self._check_tamper(snapshot, ref_mod, "running the candidate")
-        sp = result["speedup"]
-        if result["significant"]:
-            reason = f"correct; {sp:.2f}x {'faster' if sp >= 1 else 'slower'} than eager"
-        else:
-            reason = f"correct; {sp:.2f}x against eager, within the measurement noise"
-        result.update(status="ok", reason=reason)
+        result.update(status="ok", reason=ok_reason(result))
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -314,7 +338,8 @@ class TaskRunner:
 
         torch.manual_seed(seed)
         random.seed(seed)
-        raw = ref_mod.get_inputs()
+        with torch.device(device):  # made where they are used: no host copy of a big input
+            raw = ref_mod.get_inputs()
         if not isinstance(raw, (list, tuple)):
             raise Failure("runtime_error", "the problem's get_inputs() must return a list of tensors, "
                                            f"not {type(raw).__name__}")
@@ -400,6 +425,35 @@ def _copy_matching_state(ref_model, cand_model) -> None:
     if update:
         with torch.no_grad():
             cand_model.load_state_dict(update, strict=False)
+
+
+def _peak_memory(is_cuda: bool) -> int | None:
+    """Peak device memory of this task (GPU), or the worker's peak resident size so far (CPU)."""
+    try:
+        if is_cuda:
+            import torch
+
+            return int(torch.cuda.max_memory_allocated())
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except Exception:
+        return None
+
+
+def _release_device_memory(is_cuda: bool) -> None:
+    """Give cached GPU memory back after each task: the pool's workers share one card, and an idle
+    worker's caching allocator must not hold what the next evaluation in another worker needs."""
+    import gc
+
+    gc.collect()
+    if is_cuda:
+        import torch
+
+        try:
+            torch.cuda.empty_cache()
+        except Exception:  # a broken context: the worker is being replaced anyway
+            pass
 
 
 def _cuda_healthy() -> bool:

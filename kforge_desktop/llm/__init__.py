@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 
 from .discovery import ModelNotFound, resolve_model
-from .extract import Extraction, extract_code, normalize_code
+from .extract import Extraction, extract_code
 from .generator import Generation, GenerationError, GenerationRequest, Generator, Message
 
 __all__ = [
     "Extraction", "Generation", "GenerationError", "GenerationRequest", "Generator", "Message",
-    "ModelNotFound", "extract_code", "normalize_code", "open_generator", "resolve_model",
+    "ModelNotFound", "extract_code", "open_generator", "resolve_model",
 ]
 
 

@@ -13,6 +13,9 @@ import ast
 import re
 from dataclasses import dataclass
 
+from ..csource.comments import blank_cpp_comments, strip_cpp_comments
+from ..csource.language import guess_language
+
 PY_LABELS = {"python", "py", "python3", "py3"}
 CPP_LABELS = {"cpp", "c++", "cxx", "cc", "c", "h", "hpp"}
 CUDA_LABELS = {"cuda", "cu", "cuh"}
@@ -56,22 +59,6 @@ class Extraction:
 
 # -- splitting an answer into blocks ---------------------------------------------------------------------
 
-def _guess_language(code: str) -> str:
-    try:  # a module with kernel source in its strings is still Python
-        tree = ast.parse(code)
-        if any(isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) for n in tree.body):
-            return "python"
-    except (SyntaxError, ValueError):
-        pass
-    if re.search(r"__global__|__device__|<<<|\bblockIdx\b|\bthreadIdx\b|cuda_runtime", code):
-        return "cuda"
-    py = len(re.findall(r"^\s*(?:def |class \w+.*:\s*$|import |from \w[\w.]* import |return\b(?!.*;\s*$))", code, re.M))
-    cpp = len(re.findall(r"^\s*#include|;\s*$|^\s*(?:extern\s+\"C\"|template\s*<|namespace )", code, re.M))
-    if py == 0 and cpp == 0:
-        return "text"
-    return "python" if py >= cpp else "cpp"
-
-
 def _language(label: str, code: str) -> str:
     lab = label.lower()
     if lab in PY_LABELS:
@@ -79,8 +66,8 @@ def _language(label: str, code: str) -> str:
     if lab in CUDA_LABELS:
         return "cuda"
     if lab in CPP_LABELS:
-        return "cuda" if _guess_language(code) == "cuda" else "cpp"
-    return _guess_language(code)
+        return "cuda" if guess_language(code) == "cuda" else "cpp"
+    return guess_language(code)
 
 
 def split_blocks(answer: str) -> list[Block]:
@@ -374,7 +361,7 @@ def _function_pattern(name: str) -> re.Pattern[str]:
 def _complete_prefix(code: str) -> str:
     """``code`` up to the last closing brace that returns to the top level (comments are blanked
     first, keeping offsets); empty when there is none."""
-    text = _blank_cpp_comments(code)
+    text = blank_cpp_comments(code)
     depth, last = 0, -1
     for i, ch in enumerate(text):
         if ch == "{":
@@ -386,11 +373,6 @@ def _complete_prefix(code: str) -> str:
             elif depth < 0:
                 return ""
     return code[: last + 1].rstrip() + "\n" if last >= 0 else ""
-
-
-def _blank_cpp_comments(code: str) -> str:
-    """Comments and string literals replaced by spaces of the same length."""
-    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', lambda m: " " * len(m.group(0)), code, flags=re.S)
 
 
 def _braces_balanced(code: str) -> bool:
@@ -443,7 +425,7 @@ def extract_function(answer: str, name: str, language: str | None = None, finish
         if not m:
             return Extraction(None, lang_default, f"the answer does not define the function {name}.",
                               draft=text)
-        blocks = [Block(_unfenced_cpp(text, m.start()), "", _guess_language(text), closed=finished)]
+        blocks = [Block(_unfenced_cpp(text, m.start()), "", guess_language(text), closed=finished)]
     native = [b for b in blocks if b.language in ("cpp", "cuda", "text")]
     defining = [b for b in native if pat.search(b.code)]
     if not defining:
@@ -471,6 +453,24 @@ def extract_function(answer: str, name: str, language: str | None = None, finish
     return Extraction(best.code, lang, "")
 
 
+_NATIVE_LABELS = {""} | CPP_LABELS | CUDA_LABELS
+
+
+def native_code(answer: str, function: str) -> str | None:
+    """The C/C++/CUDA code of an answer that need not define ``function`` (an edit may rewrite one
+    helper alone): its native or unlabelled fenced blocks that define functions, joined, those that
+    mention ``function`` preferred; or the whole answer when it has no such fence and is C code.
+    Python blocks and prose are dropped; None when there is no C code."""
+    blocks = [b.code for b in split_blocks(answer) if b.label.lower() in _NATIVE_LABELS]
+    candidates = [code for code in blocks if re.search(r"\)\s*(?:const\s*)?\{", code)]
+    if not candidates and not blocks and re.search(r"\b(void|float|int|double)\b[^;]*\([^)]*\)\s*\{", answer):
+        candidates = [answer]
+    if not candidates:
+        return None
+    with_fn = [c for c in candidates if re.search(rf"\b{re.escape(function)}\s*\(", c)]
+    return "\n\n".join(with_fn or candidates)
+
+
 def extract_code(answer: str, function: str | None = None, class_name: str = "ModelNew",
                  language: str | None = None, finished: bool = True) -> Extraction:
     """Module extraction by default; with ``function``, the C++/CUDA source defining it.
@@ -494,85 +494,3 @@ def kernel_language(module_source: str) -> str | None:
     if re.search(r"load_inline|load_native|cpp_sources\s*=|#include", module_source):
         return "cpp"
     return None
-
-
-# -- normalisation for duplicate detection ----------------------------------------------------------
-
-def strip_cpp_comments(code: str) -> str:
-    """Remove // and /* */ comments, leaving string and character literals alone."""
-    out: list[str] = []
-    i, n = 0, len(code)
-    while i < n:
-        c = code[i]
-        if c in "\"'":
-            j = i + 1
-            while j < n and code[j] != c and code[j] != "\n":
-                j += 2 if code[j] == "\\" else 1
-            out.append(code[i : j + 1])
-            i = j + 1
-        elif code.startswith("//", i):
-            j = code.find("\n", i)
-            i = n if j < 0 else j
-        elif code.startswith("/*", i):
-            j = code.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-            out.append(" ")
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _normalize_cpp(code: str) -> str:
-    text = strip_cpp_comments(code)
-    # keep a single space only where it separates two word characters (``unsigned int``)
-    text = re.sub(r"\s+", " ", text).strip()
-    text = re.sub(r"(?<=\W) | (?=\W)", "", text)
-    return text
-
-
-def _looks_like_cpp(s: str) -> bool:
-    return "\n" in s and ("{" in s and ";" in s or "#include" in s)
-
-
-class _Normalizer(ast.NodeTransformer):
-    def _drop_docstring(self, node):
-        body = getattr(node, "body", None)
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-        return node
-
-    def visit_Module(self, node):
-        self.generic_visit(node)
-        return self._drop_docstring(node)
-
-    def visit_FunctionDef(self, node):
-        self.generic_visit(node)
-        return self._drop_docstring(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-    visit_ClassDef = visit_FunctionDef
-
-    def visit_Constant(self, node):
-        if isinstance(node.value, str) and _looks_like_cpp(node.value):
-            return ast.copy_location(ast.Constant(_normalize_cpp(node.value)), node)
-        return node
-
-
-def normalize_code(code: str, language: str | None = None) -> str:
-    """A canonical form for duplicate detection: no comments, docstrings or formatting differences.
-
-    Python is parsed and unparsed (kernel sources in its strings are normalised as C++); C++/CUDA
-    loses comments and inessential whitespace. Two candidates that differ only in those normalise
-    to the same string.
-    """
-    lang = language or _guess_language(code)
-    if lang in ("python", "triton"):
-        try:
-            tree = _Normalizer().visit(ast.parse(code))
-            return ast.unparse(ast.fix_missing_locations(tree))
-        except (SyntaxError, ValueError, RecursionError):
-            lines = [re.sub(r"\s+", " ", ln.split("#", 1)[0]).strip() for ln in code.splitlines()]
-            return "\n".join(ln for ln in lines if ln)
-    return _normalize_cpp(code)

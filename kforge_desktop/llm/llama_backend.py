@@ -338,14 +338,14 @@ class LlamaCppGenerator:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text, emitted, n_out = request.prefill, 0, 0  # the answer begins with the prefill
         finish, hit_stop = "length", False
-        if cancel is not None and cancel.is_set():
-            finish = "cancelled"
-            gen = None
-        else:
-            self._evaluate_prompt(tokens)
-            gen = llm.generate(tokens, temp=0.0 if greedy else request.temperature, top_p=request.top_p,
-                               top_k=40, min_p=0.05, repeat_penalty=1.0, grammar=grammar)
+        gen = None
         try:
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+            else:
+                self._evaluate_prompt(tokens)  # a cancel aborts it with a RuntimeError (handled below)
+                gen = llm.generate(tokens, temp=0.0 if greedy else request.temperature, top_p=request.top_p,
+                                   top_k=40, min_p=0.05, repeat_penalty=1.0, grammar=grammar)
             for tok in gen or ():
                 if first_at is None:
                     first_at = time.perf_counter()
@@ -416,6 +416,7 @@ class LlamaCppGenerator:
             common += 1
         keep = common // chunk * chunk
         llm.n_tokens = keep
+        self._aligned = keep  # what stays true if the evaluation below is aborted by a cancel
         llm.eval(tokens[keep:-1])
         self._aligned = (len(tokens) - 1) // chunk * chunk
 

@@ -3,7 +3,8 @@
 What is written:
     DIR/<package>/__init__.py   apply(model) -> handle (handle.remove() undoes it), load_kernels(), record()
     DIR/<package>/native.py     the kernel loader (a copy of kernels/native.py: torch and the stdlib only)
-    DIR/<package>/runtime.py    guards and patched forwards (a copy of modelopt/runtime.py)
+    DIR/<package>/runtime.py    guards, patched forwards and their custom ops for torch.compile (a copy
+                                of modelopt/runtime.py)
     DIR/<package>/plan.json     what to patch where, and what each kernel was verified for
     DIR/<package>/record.json   per kernel: the evaluator's verdict (checks, errors, timings), the
                                 whole-model checks and the end-to-end benchmark
@@ -41,7 +42,8 @@ _INIT = '''"""Kernels for {model} chosen by Kernel Forge Desktop; they patch the
 
 Every replaced call is guarded: on a shape, stride, dtype or device its kernel was not verified for,
 the original computation runs. Kernels run in eval mode with autograd off (no_grad/inference_mode);
-training and gradients use the original forward. Kernels are compiled on first use (a C++/CUDA
+training and gradients use the original forward. Each kernel is also a custom op (kforge::...), so
+torch.compile(model, fullgraph=True) compiles the code around the kernels and keeps them. Kernels are compiled on first use (a C++/CUDA
 compiler is needed, as for torch.utils.cpp_extension) and cached. record.json holds the
 verification and timing of each kernel; REPORT.md beside this package summarises them.
 """

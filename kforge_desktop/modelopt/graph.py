@@ -1,12 +1,21 @@
-"""Trace a model into "units": modules whose forward torch.fx could capture as a graph.
+"""Trace a model into "units": modules whose forward is captured as one fx graph.
 
-Why torch.fx (see docs/design.md, "Whole models"): a traced graph names every call at the level the
-user wrote it (``x.pow(2)``, ``torch.softmax``, ``self.norm``), keeps the module path of each node,
-turns a group of nodes back into readable Python (the target's problem source), and can be
-rewritten so that one node calls a kernel instead of the group (integration) — all with plain
-torch. Tracing fails on data-dependent Python control flow; then the module's children are traced
-one by one and the untraceable module's own code keeps running eagerly (its time is reported as
-untraced).
+Why torch.fx first (see docs/design.md, "Whole models"): a traced graph names every call at the level
+the user wrote it (``x.pow(2)``, ``torch.softmax``, ``self.norm``), keeps the module path of each
+node, turns a group of nodes back into readable Python (the target's problem source), and can be
+rewritten so that one node calls a kernel instead of the group (integration) — all with plain torch.
+
+fx traces with symbolic values, so ordinary model code defeats it: a mask sized by the input
+(``torch.ones(t, t)``), a check on a shape. Each module is captured by the first of these that works:
+1. ``fx.symbolic_trace`` of the module (as before; its code hash is ``runtime.fingerprint``'s);
+2. fx again, with the descendants whose *own* code fx cannot trace kept as opaque calls — each of
+   them is then captured on its own (so a decoder block stays fx, its attention goes to step 3);
+3. ``torch.export`` of the module on the inputs it was really called with (``export_capture``): an
+   ATen graph with symbolic shapes and guards, checked to reproduce the module on every recorded call;
+4. none: the module's own code runs as is (reported as not traced, with the reason) and each child
+   is captured by the same rules.
+Steps 2 and 3 need example inputs; without them a module that fx cannot trace goes to step 4.
+Modules without a forward of their own (``ModuleList``, ``ModuleDict``) are only looked into.
 
 Known leaf modules (Linear, Conv, norms, activations, pooling, Embedding, Dropout) are rewritten to
 their functional form with their parameters as graph inputs, so a target made from them is a pure
@@ -15,6 +24,7 @@ function of tensors: its problem is self-contained and its kernel gets the weigh
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 from dataclasses import dataclass, field
@@ -23,17 +33,25 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
+
+from .export_capture import CaptureError, can_export, export_graphs, reproduces
+
+_CALLS_PER_MODULE = 4  # recorded calls (distinct input signatures) a captured graph is checked on
 
 
 @dataclass
 class Unit:
-    """One traced module: ``gm`` is its functional graph (shares the module's parameters)."""
+    """One captured module: ``gm`` is its functional graph (shares the module's parameters)."""
 
     path: str  # module path inside the model ("" for the root)
     module: nn.Module
     gm: fx.GraphModule
-    fingerprint: str  # hash of the plain trace: proves at patch time that the module is the same code
+    # hash of the plain fx trace (= runtime.fingerprint); None where plain fx cannot trace the module
+    # (runtime.fingerprint gives None there too)
+    fingerprint: str | None
     signature: inspect.Signature = field(repr=False)
+    capture: str = "fx"  # "fx" | "fx, submodules opaque" | "torch.export"
 
     def qualify(self, local: str) -> str:
         """A module path inside this unit, as a path inside the model."""
@@ -42,27 +60,171 @@ class Unit:
         return f"{self.path}.{local}" if self.path else local
 
 
-def trace_units(model: nn.Module) -> tuple[list[Unit], list[str]]:
-    """The traced units of ``model`` and the module paths that could not be traced (their own
-    forward code runs eagerly; their children are units where they can be traced)."""
-    units: list[Unit] = []
-    untraced: list[str] = []
+@dataclass
+class Tracing:
+    units: list[Unit]
+    untraced: list[str]  # module paths whose own code runs as is (their children may be units)
+    why: dict[str, str]  # untraced path -> why torch.export could not capture it either
 
-    def visit(path: str, module: nn.Module) -> None:
-        try:
-            gm = fx.symbolic_trace(module)
-        except Exception:
-            untraced.append(path or "(model)")
-            for name, child in module.named_children():
-                visit(f"{path}.{name}" if path else name, child)
+
+class _Tracer(fx.Tracer):
+    """fx's tracer, with some modules kept as opaque calls."""
+
+    def __init__(self, opaque: frozenset[int]) -> None:
+        super().__init__()
+        self.opaque = opaque
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return id(m) in self.opaque or super().is_leaf_module(m, qualname)
+
+
+def _fx(module: nn.Module, opaque: frozenset[int] = frozenset()) -> fx.GraphModule | None:
+    try:
+        if not opaque:
+            return fx.symbolic_trace(module)
+        tracer = _Tracer(opaque)
+        graph = tracer.trace(module)
+        return fx.GraphModule(tracer.root, graph, type(module).__name__)
+    except Exception:
+        return None
+
+
+def _has_forward(module: nn.Module) -> bool:
+    return type(module).forward is not nn.Module.forward
+
+
+def _call_key(args: tuple, kwargs: dict) -> tuple:
+    return tuple((tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else repr(v)
+                 for v in pytree.tree_leaves((args, kwargs)))
+
+
+@contextlib.contextmanager
+def _recording(modules: list[nn.Module], calls: dict[int, list]):
+    """Record (args, kwargs, output) of the first calls of each module, one per input signature
+    (the forward is an instance attribute for the run, so direct ``.forward`` calls count too)."""
+    patched = []
+    for m in modules:
+        had = "forward" in m.__dict__
+        old = m.__dict__.get("forward")
+        inner = old if had else type(m).forward.__get__(m)
+
+        def forward(*args, _m=m, _inner=inner, **kwargs):
+            out = _inner(*args, **kwargs)
+            seen = calls.setdefault(id(_m), [])
+            key = _call_key(args, kwargs)
+            if len(seen) < _CALLS_PER_MODULE and all(k != key for k, *_ in seen):
+                seen.append((key, args, kwargs, out))
+            return out
+
+        m.forward = forward
+        patched.append((m, had, old))
+    try:
+        yield
+    finally:
+        for m, had, old in patched:
+            if had:
+                m.forward = old
+            else:
+                del m.forward
+
+
+def _fx_unit(path: str, module: nn.Module, gm: fx.GraphModule, fingerprint: str | None, capture: str) -> Unit:
+    functionalize(gm)
+    return Unit(path=path, module=module, gm=gm, fingerprint=fingerprint,
+                signature=inspect.signature(module.forward), capture=capture)
+
+
+def trace_units(model: nn.Module, inputs: list | tuple | None = None) -> Tracing:
+    """The captured units of ``model`` (see module doc); ``inputs`` are the model's example inputs,
+    needed for the captures that run the model (steps 2 and 3)."""
+    out = Tracing(units=[], untraced=[], why={})
+    own_ok: dict[int, bool] = {}
+    seen: set[int] = set()
+    export = inputs is not None and can_export()
+
+    def own_code_traces(m: nn.Module) -> bool:
+        if id(m) not in own_ok:
+            rest = frozenset(id(d) for d in m.modules() if d is not m)
+            own_ok[id(m)] = _fx(m, rest) is not None
+        return own_ok[id(m)]
+
+    def children(path: str, m: nn.Module):
+        for name, child in m.named_children():
+            yield (f"{path}.{name}" if path else name), child
+
+    def culprits(path: str, m: nn.Module) -> list[tuple[str, nn.Module]]:
+        """The outermost descendants whose own code fx cannot trace."""
+        found = []
+        for cpath, child in children(path, m):
+            if _has_forward(child) and not own_code_traces(child):
+                found.append((cpath, child))
+            else:
+                found += culprits(cpath, child)
+        return found
+
+    def not_traced(path: str, m: nn.Module, queue: list, why: str | None) -> None:
+        out.untraced.append(path or "(model)")
+        if why:
+            out.why[path or "(model)"] = why
+        for cpath, child in children(path, m):
+            visit(cpath, child, queue)
+
+    def visit(path: str, m: nn.Module, queue: list) -> None:
+        if id(m) in seen:
             return
-        fp = hashlib.sha256((type(module).__qualname__ + "\n" + gm.code).encode()).hexdigest()[:16]  # = runtime.fingerprint
-        functionalize(gm)
-        units.append(Unit(path=path, module=module, gm=gm, fingerprint=fp,
-                          signature=inspect.signature(module.forward)))
+        seen.add(id(m))
+        if not _has_forward(m):
+            for cpath, child in children(path, m):
+                visit(cpath, child, queue)
+            return
+        gm = _fx(m)
+        if gm is not None:
+            fp = hashlib.sha256((type(m).__qualname__ + "\n" + gm.code).encode()).hexdigest()[:16]  # = runtime.fingerprint
+            out.units.append(_fx_unit(path, m, gm, fp, "fx"))
+            return
+        if not export:
+            not_traced(path, m, queue, None)
+            return
+        if own_code_traces(m):
+            bad = culprits(path, m)
+            gm = _fx(m, frozenset(id(c) for _, c in bad)) if bad else None
+            if gm is not None:
+                out.units.append(_fx_unit(path, m, gm, None, "fx, submodules opaque"))
+                for cpath, child in bad:
+                    seen.discard(id(child))
+                    queue.append((cpath, child))
+                return
+        queue.append((path, m))
 
-    visit("", model)
-    return units, untraced
+    queue: list[tuple[str, nn.Module]] = []
+    visit("", model, queue)
+    shared: dict = {}  # one export for modules that are twins (the layers of a decoder)
+    while queue:
+        current, queue = queue, []
+        calls: dict[int, list] = {}
+        with _recording([m for _, m in current], calls), torch.no_grad():
+            model(*inputs)
+        for path, m in current:
+            seen.add(id(m))
+            recorded = [(a, k, o) for _key, a, k, o in calls.get(id(m), [])]
+            if not recorded:
+                continue  # not called by this forward: none of its code runs
+            try:
+                args, kwargs, _out = recorded[0]
+                gm, why = None, ""
+                for candidate in export_graphs(m, args, kwargs, shared):
+                    why = reproduces(candidate, m, recorded)
+                    if why is None:
+                        gm = candidate
+                        break
+                if gm is None:
+                    raise CaptureError(why)
+            except CaptureError as err:
+                not_traced(path, m, queue, str(err))
+                continue
+            out.units.append(Unit(path=path, module=m, gm=gm, fingerprint=None,
+                                  signature=inspect.signature(m.forward), capture="torch.export"))
+    return out
 
 
 # -- leaf modules to their functional form ----------------------------------------------------------

@@ -6,8 +6,15 @@ an *instance* attribute of the module. Nothing of the user's class or source cha
 stay shared (the new code reads ``self.<path>.weight``), ``remove()`` restores the object, and the
 same generated source is what an export ships (``runtime.apply_plan`` applies both). Module
 replacement would only reach targets that are whole modules (not the softmax inside an attention's
-forward, nor a hand-written RMSNorm chain); ``torch.library`` custom ops would add a dispatcher
-round trip per call and a schema per target, for no gain when the model runs eagerly.
+forward, nor a hand-written RMSNorm chain).
+
+Each guarded site is also registered as a ``torch.library`` custom op (``kforge::<site>_p<n>``,
+see ``runtime``), which is what the site calls under ``torch.compile``: the compiler cannot trace
+a kernel, so without the op every kernel would break the graph (and ``fullgraph=True`` would
+fail). Eagerly the site calls the kernel directly, without the dispatcher's round trip. The op's
+fake implementation runs the site's original code on fake tensors, so its output shapes are the
+reference's for any input. Which targets are put back at all is ``session.chosen_kernels``'s
+choice; a target whose kernel loses to torch.compile's code is left to torch.compile there.
 
 Before anything is reported, the patched model is compared with the original on the example inputs
 and on fresh random inputs; a kernel that breaks the model is dropped (found by trying each alone).

@@ -22,7 +22,7 @@ ELEMENTWISE = {
     "square", "addcmul", "addcdiv", "lerp", "maximum", "minimum", "erf", "floordiv", "floor_divide", "floor",
     "ceil", "round", "sign", "eq", "ne", "gt", "ge", "lt", "le", "logical_and", "logical_or", "logical_not",
     "float", "half", "bfloat16", "double", "to", "type_as", "mod", "fmod", "remainder", "rsub", "mul_scalar",
-    "sigmoid_", "tril", "triu", "ones_like", "zeros_like", "full_like",
+    "sigmoid_", "tril", "triu", "ones_like", "zeros_like", "full_like", "_to_copy",
 }
 ACTIVATION = {
     "relu", "silu", "gelu", "sigmoid", "tanh", "leaky_relu", "elu", "selu", "celu", "softplus", "mish",
@@ -30,7 +30,8 @@ ACTIVATION = {
 }
 REDUCTION = {"mean", "sum", "amax", "amin", "max", "min", "var", "std", "norm", "logsumexp", "prod", "var_mean"}
 SOFTMAX = {"softmax", "log_softmax", "_softmax"}
-NORM = {"layer_norm", "group_norm", "batch_norm", "rms_norm", "instance_norm", "normalize", "local_response_norm"}
+NORM = {"layer_norm", "group_norm", "batch_norm", "rms_norm", "instance_norm", "normalize", "local_response_norm",
+        "_native_batch_norm_legit_no_training"}
 LINEAR = {"linear", "matmul", "bmm", "mm", "addmm", "baddbmm", "einsum", "bilinear"}
 CONV = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
 POOL = {
@@ -44,6 +45,7 @@ VIEW = {
     "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "flatten", "unflatten", "contiguous",
     "chunk", "split", "getitem", "t", "expand", "expand_as", "narrow", "select", "unbind", "view_as",
     "size", "dim", "getattr", "movedim", "swapaxes", "dropout", "identity", "detach", "float_", "alias",
+    "slice", "split_with_sizes", "_unsafe_view", "sym_size", "sym_numel", "sym_stride",
 }
 
 FUSIBLE_FAMILIES = ("elementwise", "activation", "reduction", "softmax", "norm")
@@ -66,10 +68,14 @@ _OPERATOR_NAMES = {
 
 
 def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
-    """A short name for what ``node`` does: ``softmax``, ``pow``, ``layer_norm``, ``Linear`` …"""
+    """A short name for what ``node`` does: ``softmax``, ``pow``, ``layer_norm``, ``Linear`` …
+    An aten op of a graph captured through torch.export is named by its packet (``aten.softmax.int``
+    is ``softmax``), so it falls in the same family as the call the user wrote."""
     if node.op == "call_function":
         if node.target in _OPERATOR_NAMES:
             return _OPERATOR_NAMES[node.target]
+        if isinstance(node.target, torch._ops.OpOverload):
+            return node.target.overloadpacket.__name__
         name = getattr(node.target, "__name__", str(node.target))
         if name == "dropout" and node.kwargs.get("training", node.args[2] if len(node.args) > 2 else True) is False:
             return "dropout"

@@ -82,7 +82,7 @@ def optimize_model(model_path: str | Path, config=None, *, session_path: str | P
     starts from; its ``budget_candidates`` (and ``budget_minutes``) is the total over all targets.
     ``generator``/``evaluator`` are opened here (and closed) unless given."""
     from ..search.config import SearchConfig
-    from ..search.engine import SearchEngine
+    from ..search.runner import ModelChoice, SearchRunner
 
     config = config or SearchConfig()
     options = options or ModelOptOptions()
@@ -101,29 +101,14 @@ def optimize_model(model_path: str | Path, config=None, *, session_path: str | P
     to_search = [a for a in sorted(session.allocations, key=lambda a: -a.weight)
                  if a.budget > 0 and a.target in session.problem_ids]
 
-    own_gen = own_ev = False
-    try:
-        if to_search and generator is None:
-            from ..llm import open_generator
-
-            generator, own_gen = open_generator(llm, server), True
-        if to_search and evaluator is None:
-            from ..kernels.evaluator import Evaluator
-
-            evaluator, own_ev = Evaluator(device=config.device), True
+    # one model and one evaluator for every target's search, opened on the first one
+    with SearchRunner(ModelChoice(path=str(llm) if llm else None, server_url=server), generator=generator,
+                      evaluator=evaluator) as runner:
         for a in to_search:
             minutes = config.budget_minutes * a.budget / total if config.budget_minutes else None
             cfg = dataclasses.replace(config, budget_candidates=a.budget, budget_minutes=minutes)
             say(f"searching {a.target}: {a.budget} candidates ({a.reason})")
-            engine = SearchEngine(store, session.problem_ids[a.target], generator, evaluator, cfg)
-            if listener is not None:
-                engine.subscribe(listener)
-            engine.run()
-    finally:
-        if own_ev and evaluator is not None:
-            evaluator.close()
-        if own_gen and generator is not None and hasattr(generator, "close"):
-            generator.close()
+            runner.run(store, session.problem_ids[a.target], cfg, listener)
 
     mf = session.model_file
     chosen, reasons = chosen_kernels(store, profiled)

@@ -10,6 +10,7 @@ import html
 import time
 
 from .profile import ModelProfile, Target
+from .session import LEFT_TO_COMPILE
 
 
 def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
@@ -20,13 +21,35 @@ def _shapes(t: Target) -> str:
     return ", ".join("×".join(str(d) for d in s) or "scalar" for s in t.shapes)
 
 
+def time_lines(profile: ModelProfile) -> list[str]:
+    """Where the forward's time went: targets, traced ops outside them, and what is not attributed
+    (measured as the forward less the traced ops; unknown where those add up to more)."""
+    head = (f"{profile.model} on {profile.device}: eager forward {profile.eager_ms:.3f} ms = "
+            f"{profile.targets_ms:.3f} ms in targets + ")
+    if profile.outside_ms is not None:
+        head += (f"{profile.outside_ms:.3f} ms outside any target ({profile.other_ms:.3f} ms in traced ops, "
+                 f"{profile.unattributed_ms:.3f} ms not attributed)")
+    else:
+        head += f"{profile.other_ms:.3f} ms in traced ops outside any target + a time not attributed"
+    rest = ("not attributed: time no traced op accounts for (code that runs as is, Python and framework "
+            "overhead between ops)")
+    if profile.unattributed_ms is None:
+        rest = ("not attributed: unknown — the ops timed one by one add up to more than the forward "
+                f"({profile.op_ms:.3f} ms: timing each op alone costs it time the forward does not pay)")
+    if profile.untraced_ms is not None:
+        rest += f"; {profile.untraced_ms:.3f} ms measured in the code of the modules not traced"
+    return [head, rest]
+
+
 def profile_table(profile: ModelProfile, limit: int | None = None, width: int = 110) -> str:
     """The profile as a fixed-width table (what ``kforge profile`` prints)."""
-    head = (f"{profile.model} on {profile.device}: eager forward {profile.eager_ms:.3f} ms, "
-            f"{profile.op_ms:.3f} ms in ops ({profile.other_ms:.3f} ms outside any target)")
-    lines = [head, f"floor rates: {profile.rates.summary()}"]
+    lines = [*time_lines(profile), f"floor rates: {profile.rates.summary()}"]
+    if profile.exported:
+        lines.append("captured through torch.export (fx could not trace them): " + ", ".join(profile.exported))
     if profile.untraced:
-        lines.append("not traced (runs as is): " + ", ".join(profile.untraced))
+        why = dict(profile.untraced_why)
+        lines.append("not traced (runs as is): " + ", ".join(
+            f"{p} ({why[p]})" if p in why else p for p in profile.untraced))
     cols = f"{'target':24} {'share':>6} {'ms':>8} {'calls':>5} {'vs floor':>8} {'vs compile':>10}  {'module':22} op / shapes"
     lines += [cols, "-" * min(width, len(cols) + 20)]
     for t in profile.targets[:limit]:
@@ -102,6 +125,12 @@ def markdown(data: dict) -> str:
               "bytes moved and FLOPs done at this device's measured rates. *best*: the fastest verified kernel "
               "against eager, the target alone.", "",
               _md_table(["target", "op", "module", "share", "vs floor", "budget", "best", "used"], _target_rows(data)), ""]
+    left = [t for t in data["targets"] if (t.get("why_not") or "").startswith(LEFT_TO_COMPILE)]
+    if left:
+        lines += ["Where our fastest verified kernel is slower than torch.compile's code for the target, the "
+                  "target is not patched: `torch.compile(patched)` compiles it as it would the original.", ""]
+        lines += [f"- {LEFT_TO_COMPILE}: `{t['name']}` {t['why_not'][len(LEFT_TO_COMPILE) + 1:]}"
+                  for t in left] + [""]
     if data.get("checks"):
         lines += ["## Patched model against the original", "",
                   _md_table(["inputs", "ok", "max abs error", "relative L2"],

@@ -1,4 +1,5 @@
-"""Put verified kernels into a model object: guarded call sites inside patched forwards.
+"""Put verified kernels into a model object: guarded call sites inside patched forwards, each also
+a custom op that ``torch.compile`` keeps.
 
 This file imports only torch and the standard library: an exported kernel package ships a copy of
 it (see ``modelopt.export``), so a patched model needs nothing of Kernel Forge.
@@ -16,6 +17,16 @@ Every call checks that it is in the verified envelope — each tensor's shape, s
 device, and the baked numbers — and otherwise runs the original computation. A patched forward runs
 the kernels only in eval mode with autograd off (``torch.no_grad()``/``inference_mode``): the kernels
 have no backward, so training and gradient computations run the original forward.
+
+Under ``torch.compile`` a call site is one custom op, ``kforge::<site>_p<n>`` (``n`` counts the
+plans applied in this process, so two patched models never share an op). Dynamo cannot trace a
+kernel (it is called through ctypes), so the op is opaque to it: the graph around the op is
+compiled, with no graph break (``fullgraph=True`` works). The op's real implementation holds the
+same guards and fallback as the eager call; its fake implementation runs the original computation
+on fake tensors, so the output's shape, dtype and strides are the reference's, for any input
+shape. A kernel whose output has other strides than the reference's has it copied to the
+reference's layout (the compiled code around the op reads it with those strides). Eager calls do
+not go through the dispatcher (one Python call less per site, and the hit counts stay exact).
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import itertools
 import math
 import sys
 import types
@@ -32,6 +44,8 @@ import torch.fx as fx
 
 PLAN_FORMAT = 1
 SITE_PREFIX = "kforge_patch_"
+OP_NAMESPACE = "kforge"
+_PLAN_IDS = itertools.count(1)  # numbers the custom ops of each applied plan apart
 
 
 class PatchError(RuntimeError):
@@ -75,29 +89,160 @@ class GuardedKernel:
             tuple((tuple(shape), tuple(stride), _dtype(dtype)) for shape, stride, dtype in sig) for sig in signatures
         }
         self.device_type = device_type
+        self._on_cuda = {"cuda": True, "cpu": False}.get(device_type)  # None: compare the device type
         self.enabled = kernel is not None
         self.hits = 0
         self.misses = 0
         self.__name__ = SITE_PREFIX + site
+        self.op = None  # the custom op torch.compile calls (``register_op``)
+        self.op_note = ""  # why there is none, where a kernel is
+        self._returns_list = False
+        self._specs: dict[tuple, list] = {}  # input layout -> the reference's output (shape, stride, dtype)
 
     def accepts(self, args: tuple) -> bool:
         for pos, value in self.consts:
             if args[pos] != value:
                 return False
+        return self._signature([args[i] for i in self.tensor_pos]) is not None
+
+    def _signature(self, tensors) -> tuple | None:
+        """The tensors' (shape, stride, dtype) when that is a verified signature on the kernel's
+        device type, else None."""
         sig = []
-        for i in self.tensor_pos:
-            t = args[i]
-            if not isinstance(t, torch.Tensor) or t.device.type != self.device_type:
-                return False
-            sig.append((tuple(t.shape), t.stride(), t.dtype))
-        return tuple(sig) in self.signatures
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                return None
+            if self._on_cuda is None:
+                if t.device.type != self.device_type:
+                    return None
+            elif t.is_cuda != self._on_cuda:
+                return None
+            sig.append((t.shape, t.stride(), t.dtype))  # torch.Size hashes and compares as a tuple
+        sig = tuple(sig)
+        return sig if sig in self.signatures else None
 
     def __call__(self, *args):
+        if torch.compiler.is_compiling():
+            return self._traced(args)
         if self.enabled and self.accepts(args):
             self.hits += 1
             return self.kernel(*[args[i] for i in self.tensor_pos])
         self.misses += 1
         return self.fallback(None, *args)
+
+    # -- under torch.compile ------------------------------------------------------------------------
+
+    def _traced(self, args: tuple):
+        """What Dynamo traces: the custom op where the kernel may run (its guards run inside the op,
+        on every call), else the original computation, which torch.compile then compiles."""
+        if not self.enabled or self.op is None:
+            return self.fallback(None, *args)
+        for pos, value in self.consts:
+            if args[pos] != value:
+                return self.fallback(None, *args)
+        tensors = [args[i] for i in self.tensor_pos]
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                return self.fallback(None, *args)
+        out = self.op(*tensors)
+        return tuple(out) if self._returns_list else out
+
+    def _full_args(self, tensors) -> list:
+        args: list = [None] * (len(self.tensor_pos) + len(self.consts))
+        for i, t in zip(self.tensor_pos, tensors, strict=True):
+            args[i] = t
+        for pos, value in self.consts:
+            args[pos] = value
+        return args
+
+    def _fake_outputs(self, tensors, mode=None) -> list:
+        """The reference's output(s) for these inputs, as fake tensors (``mode``: the fake mode that
+        holds ``tensors``; None when they are already fake and the mode is active)."""
+        args = self._full_args(tensors)
+        if mode is None:
+            out = self.fallback(None, *args)
+        else:
+            with mode:
+                out = self.fallback(None, *args)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def _op_real(self, *tensors):
+        """The op's implementation: the eager call's guards, kernel and fallback (the baked
+        numbers were checked when the call was traced)."""
+        sig = self._signature(tensors) if self.enabled else None
+        if sig is not None:
+            self.hits += 1
+            out = self._conform(self.kernel(*tensors), tensors, sig)
+        else:
+            self.misses += 1
+            out = self.fallback(None, *self._full_args(tensors))
+        return self._op_result(out, tensors)
+
+    def _op_fake(self, *tensors):
+        """The op's fake implementation: the reference, run on the fake inputs."""
+        return self._op_result(self.fallback(None, *self._full_args(tensors)), tensors)
+
+    def _op_result(self, out, tensors):
+        """An op's outputs may not alias its inputs: a view of an input is copied."""
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        outs = [o.clone() if any(torch._C._is_alias_of(o, t) for t in tensors) else o for o in outs]
+        return outs if self._returns_list else outs[0]
+
+    def _conform(self, out, tensors, sig: tuple):
+        """The kernel's output in the reference's layout (shape, dtype and strides), which the
+        compiled code around the op was generated for."""
+        spec = self._specs.get(sig)
+        if spec is None:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            mode = FakeTensorMode()
+            fakes = [mode.from_tensor(t) for t in tensors]
+            spec = [(o.shape, o.stride(), o.dtype) for o in self._fake_outputs(fakes, mode)]
+            self._specs[sig] = spec
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(spec):
+            raise PatchError(f"the kernel of {self.target} returned {len(outs)} output(s), its reference {len(spec)}")
+        fixed = []
+        for o, (shape, stride, dtype) in zip(outs, spec, strict=True):
+            if o.shape != shape or o.dtype != dtype:
+                raise PatchError(f"the kernel of {self.target} returned {tuple(o.shape)} {o.dtype}, "
+                                 f"its reference {tuple(shape)} {dtype}")
+            if o.stride() != stride and o.numel() > 1:
+                o = torch.empty_strided(shape, stride, dtype=dtype, device=o.device).copy_(o)
+            fixed.append(o)
+        return fixed if isinstance(out, (tuple, list)) else fixed[0]
+
+    def register_op(self, lib, name: str) -> None:
+        """Define ``<namespace>::<name>`` in ``lib`` (a ``torch.library.Library``) for this site; the
+        output kind (one tensor or a list) comes from the reference run on fake inputs of the first
+        verified signature."""
+        if self.kernel is None or not self.signatures:
+            return
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        sig = sorted(self.signatures, key=repr)[0]
+        try:
+            with FakeTensorMode():
+                fakes = [torch.empty_strided(shape, stride, dtype=dtype, device=self.device_type)
+                         for shape, stride, dtype in sig]
+                out = self.fallback(None, *self._full_args(fakes))
+        except Exception as err:  # the eager call site still works; torch.compile compiles the original
+            self.op_note = f"its original code did not run on fake tensors ({type(err).__name__}: {err})"
+            return
+        if isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
+            self._returns_list, returns = True, "Tensor[]"
+        elif isinstance(out, torch.Tensor):
+            returns = "Tensor"
+        else:
+            self.op_note = f"its original code returns {type(out).__name__}, not tensors"
+            return
+        params = ", ".join(f"Tensor a{i}" for i in range(len(self.tensor_pos)))
+        tags = tuple(getattr(torch.Tag, t) for t in ("needs_exact_strides", "needs_fixed_stride_order")
+                     if hasattr(torch.Tag, t))[:1]  # keep the inputs' eager layout: what the guards check
+        lib.define(f"{name}({params}) -> {returns}", tags=tags)
+        lib.impl(name, self._op_real, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{lib.ns}::{name}", self._op_fake, lib=lib)
+        self.op = getattr(getattr(torch.ops, lib.ns), name).default
 
 
 def load_kernel(source: str, name: str):
@@ -144,7 +289,13 @@ class PatchHandle:
         self.modules: list[tuple[torch.nn.Module, bool, object]] = []
         self.sites: dict[str, GuardedKernel] = {}
         self.skipped: list[str] = []  # one sentence per unit that was not patched
+        self.library = None  # the torch.library.Library that holds this patch's custom ops
         self._off = False
+
+    def ops(self) -> dict[str, str]:
+        """Per call site with a kernel: its custom op's name (``kforge::…``), or why it has none."""
+        return {name: (str(g.op.name()) if g.op is not None else g.op_note)
+                for name, g in self.sites.items() if g.kernel is not None}
 
     @contextlib.contextmanager
     def disabled(self):
@@ -198,6 +349,11 @@ def apply_plan(model: torch.nn.Module, plan: dict, kernels: dict, check_fingerpr
         consts = {int(pos): decode_const(text) for pos, text in site.get("consts", [])}
         handle.sites[site["name"]] = GuardedKernel(site["name"], target, kernels.get(target), fallback,
                                                    site["tensor_pos"], consts, sigs, device_type)
+    if any(g.kernel is not None for g in handle.sites.values()):
+        handle.library = torch.library.Library(OP_NAMESPACE, "FRAGMENT")
+        plan_id = next(_PLAN_IDS)
+        for name, g in handle.sites.items():
+            g.register_op(handle.library, f"{name}_p{plan_id}")
     for unit in plan.get("units", []):
         path = unit["path"]
         try:

@@ -123,14 +123,44 @@ def is_model_session(store) -> bool:
     return bool(store.meta(META_KEY))
 
 
+LEFT_TO_COMPILE = "left to torch.compile"
+
+
+def left_to_compile(ours_ms: float | None, compile_ms: float | None) -> str | None:
+    """Why a target is left to torch.compile, or None where our kernel is at least as fast.
+
+    The one place that decides "never slower than torch.compile": ``ours_ms`` and ``compile_ms``
+    are the evaluator's medians for the target alone (the verdict's ``latency_ms`` and
+    ``compile_baseline_ms``, timed in one process on the same inputs). A kernel slower than
+    torch.compile's code is not put back, so ``torch.compile(patched)`` compiles that target itself.
+    Where torch.compile was not measured (None) there is nothing to compare: the kernel stays.
+    """
+    if ours_ms is None or compile_ms is None or compile_ms <= 0:
+        return None
+    if ours_ms > compile_ms:
+        return f"{LEFT_TO_COMPILE} (ours {ours_ms:.3g} ms vs torch.compile {compile_ms:.3g} ms)"
+    return None
+
+
+def not_used_line(target: str, reason: str) -> str:
+    """One line of a CLI listing for a target whose kernel is not used."""
+    if reason.startswith(LEFT_TO_COMPILE + " ("):
+        return f"{LEFT_TO_COMPILE}: {target} {reason[len(LEFT_TO_COMPILE) + 1:]}"
+    return f"{target}: not used: {reason}"
+
+
 def accept_reason(node, pinned: bool) -> str | None:
     """Why the chosen node's kernel is not used (None: it is used). A pinned node is the user's
-    choice; otherwise the kernel must be measurably faster than eager."""
+    choice; otherwise the kernel must be faster than torch.compile's code for the target (where
+    that was measured: ``left_to_compile``) and measurably faster than eager."""
     if pinned:
         return None
     v = node.verdict
     if v is None or v.status != "ok" or v.speedup is None:
         return "no verified kernel"
+    slower = left_to_compile(v.latency_ms, v.compile_baseline_ms)
+    if slower:
+        return slower
     if v.speedup <= 1.0:
         return f"its fastest verified kernel is not faster than eager ({v.speedup:.2f}x)"
     if not v.significant and v.speedup < 1.1:

@@ -29,7 +29,7 @@ class SearchConfig:
     exploration: float = 0.5
     widening_k: float = 1.0
     widening_alpha: float = 0.5
-    overlap: bool | None = None  # generate while evaluating; None = only on machines with > 4 cores
+    inflight: int | None = None  # K expansions in flight; None = chosen by the machine (1 on 4 cores or fewer)
     max_llm_calls: int | None = None  # guard against a model that only repeats itself; None = 3*budget+4
 
     def __post_init__(self) -> None:
@@ -37,6 +37,8 @@ class SearchConfig:
             raise ValueError(f"unknown strategy {self.strategy!r} (choose one of {', '.join(STRATEGIES)})")
         if self.budget_candidates is not None and self.budget_candidates < 0:
             raise ValueError("the candidate budget cannot be negative")
+        if self.inflight is not None and self.inflight < 1:
+            raise ValueError("at least one expansion must be in flight")
 
     @property
     def kernel_language(self) -> str:

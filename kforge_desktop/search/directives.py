@@ -11,7 +11,8 @@ import random
 import re
 from dataclasses import dataclass
 
-from ..llm.extract import strip_cpp_comments
+from ..csource.comments import strip_cpp_comments
+from ..csource.items import ENTRY, split_items
 
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
 # model otherwise spent "the total" on a new pass over the row and returned nothing)
@@ -216,10 +217,8 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     if key == "fuse_epilogue":
         return len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
     if key == "unroll_accumulators":  # a sum loop not unrolled yet, in a helper when there are helpers
-        from .scaffold import FUNCTION, split_items
-
         functions = [it for it in split_items(kernel) if it.kind == "function"]
-        helpers = [it for it in functions if it.name != FUNCTION]
+        helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
         return any(unrollable(it.text) for it in (helpers or functions))
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already

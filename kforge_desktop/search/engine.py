@@ -4,236 +4,57 @@ A plain Python object (no Qt): views subscribe to the events of ``search.events`
 commands from there (pause, resume, stop, pin, unpin, exclude, add child, expand from, set budget)
 from any thread; ``run()`` blocks in the thread that drives the search.
 
+The loop only selects, expands, evaluates, saves and emits; around it: ``setup`` (a new session),
+``planner`` (which node, which directive), ``prompting`` (what the model is shown), ``answers``
+(answer -> candidate), ``commands`` (what a command does), ``runner`` (model + evaluator + engine).
+
 Why it is shaped like this:
 - The store is the only state. Every iteration re-reads the tree, so a resumed session, a pin made
   from the GUI, or a hand-edited child all look the same to the loop. A generated node is stored
   together with its LLM call; a verdict together with the node's new state; after ``kill -9``
   nodes caught mid-evaluation go back to pending and are evaluated again (nothing lost, nothing
   duplicated); an answer still being generated is simply asked for again.
-- Scheduling: llama.cpp and a g++ build on the same few cores starve each other (measured: zero
-  tokens in 4.5 CPU-minutes beside a build on 2 cores), so on machines with 4 cores or fewer the
-  engine alternates generation and evaluation; on bigger machines it generates while candidates
-  are evaluated.
+- Scheduling: up to K expansions are in flight (``config.inflight``; by default chosen by the
+  machine, ``inflight.default_inflight``): the model writes the next candidate while earlier ones
+  are built, verified and timed, and a model server that serves several requests at once gets K of
+  them together. With K = 1 generation and evaluation alternate (what a machine of 4 cores or fewer
+  gets: llama.cpp and a g++ build on the same few cores starve each other). Timing never overlaps
+  a generation on the same device: every generation runs inside the evaluator's ``DeviceGate`` and
+  waits between two tokens while a kernel is timed.
 - Determinism: directive choices and LLM sampling seeds derive from the session seed and the
-  node/call counts, so a search with a temperature-0 model (or a fixed seed) replays exactly.
+  node/call counts (``planner.Tally``), so a search with a temperature-0 model (or a fixed seed)
+  replays exactly. With K in flight the engine plans on ``inflight.masked_tree`` (the tree as of the
+  front of its window, each expansion in flight a placeholder with a virtual loss) and saves answers
+  in the order they were asked for, so the same seed and K give the same tree whatever finishes
+  first.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import queue
-import random
-import re
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..kernels.gate import DeviceGate
 from ..kernels.verdict import Verdict
 from ..llm import prompts
-from ..llm.generator import repeating
-from ..problem.problem import Problem
+from ..llm.generator import Generation, GenerationError, repeating
 from ..store import SearchState, SessionStore
+from . import answers, commands, inflight, prompting
 from . import events as ev
 from .config import SearchConfig
-from .directives import (
-    CORRECT_FIRST,
-    choose_directive,
-    directive_by_key,
-    edit_target,
-    expected_rate,
-    length_parameter,
-    open_tried,
-    reduction_term,
-    returns_value,
-)
-from .exemplars import (
-    EPILOGUE_OPS,
-    PROVIDED,
-    SHARED_HELPERS,
-    best_exemplar,
-    collapse_helpers,
-    epilogue_missing,
-    exemplar_named,
-    missing_ops,
-    output_writer,
-    provide_helpers,
-    seed_exemplars,
-)
-from .scaffold import (
-    FUNCTION,
-    PRELUDE,
-    Scaffold,
-    ScaffoldError,
-    autofix,
-    build_scaffold,
-    clean_kernel,
-    function_head,
-    function_text,
-    kernel_from_answer,
-    kernel_of_module,
-    merge_functions,
-    prune_unreachable,
-    split_items,
-)
-from .strategies import MCTSParams, pending_repair, select
+from .inflight import Slot, generation_slots, masked_tree
+from .planner import MAX_REPEATS, Expansion, Planner, Tally, limit_reached, repeats_in_a_row
+from .setup import LazyScaffold, environment_differences, environment_record
+from .setup import create_session as create_session  # re-exported: callers that still import it from here
 from .tree import Tree, backprop, reward
 
 Listener = Callable[[ev.Event], None]
-MAX_REPEATS = 8  # answers in a row that only repeat earlier kernels before the search gives up
-
-
-@dataclass(frozen=True)
-class Expansion:
-    parent_id: int
-    kind: str  # whole | edit | repair | module
-    directive: str  # directive key ("key@function" when an edit targets one helper function)
-    directive_text: str
-    target: str = ""  # edit: the function to rewrite
-
-
-def _signature_mismatch(scaffold: Scaffold, kernel: str) -> str | None:
-    """The compiler accepts an entry point with other parameters than the stated signature, and the
-    call would then fail at run time ("takes 9 arguments, got 11"); say so before any build."""
-    from ..kernels.native import parse_exports
-
-    found = parse_exports(kernel).get(scaffold.function)
-    if found is None:
-        return None
-    want = [a.name for a in scaffold.args] + (["stream"] if scaffold.language == "cuda" else [])
-    have = [n for _, n in found[1]]
-    if len(have) == len(want):
-        return None
-    return (f"kernel.{'cu' if scaffold.language == 'cuda' else 'cpp'}:1:1: error: {scaffold.function} takes "
-            f"{len(have)} parameters ({', '.join(have)}) but the stated signature has {len(want)} "
-            f"({', '.join(want)}): keep the signature exactly as given\n")
-
-
-def few_cores() -> bool:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return n <= 4
-
-
-def device_lines(device: str) -> str:
-    try:
-        from ..hardware import device_facts
-
-        return device_facts(device).prompt_lines()
-    except Exception:  # facts are a nicety in a prompt, never a reason to fail
-        return ""
-
-
-def environment_record(device: str) -> dict:
-    try:
-        from ..hardware import software_record
-
-        return software_record(device)
-    except Exception as err:
-        return {"device": device, "error": str(err)}
-
-
-def environment_differences(saved: dict, current: dict) -> list[str]:
-    """What differs between the machine a session was measured on and this one (device, driver,
-    CUDA, torch), as short phrases; empty when the verdicts still describe this machine."""
-    out = []
-    for key, label in (("device_name", "device"), ("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"),
-                       ("arch", "architecture")):
-        a, b = saved.get(key), current.get(key)
-        if a and b and a != b:
-            out.append(f"{label} {a} -> {b}")
-    return out
-
-
-def create_session(store: SessionStore, problem: Problem, config: SearchConfig, info: dict | None = None) -> int:
-    """Add a problem to the session with its root node, its seed nodes and the search state.
-
-    Seeds (exemplars whose signature fits this problem exactly) are pending nodes of origin
-    ``seed``; the engine evaluates them first. Returns the problem id."""
-    language = config.kernel_language
-    problem_id = store.add_problem(problem, device=config.device, language=language, info=info or {})
-    if not store.environment():
-        store.set_environment(environment_record(config.device))
-    with store.transaction():
-        store.add_node(problem_id, None, "root", "root", "python", source=problem.source, state="evaluated",
-                       note="the reference (PyTorch eager)")
-        scaffold = _try_scaffold(problem, language) if config.scaffold or config.seeds else None
-        root_id = store.root(problem_id).id
-        if scaffold is not None and config.seeds:
-            from ..llm.extract import normalize_code
-
-            for exemplar, code in seed_exemplars(scaffold, problem.source):
-                left_out = epilogue_missing(exemplar, scaffold)
-                note = f"exemplar {exemplar.name}: {exemplar.about}"
-                if left_out:
-                    note += f" Leaves out {', '.join(left_out)}: its repair asks the model to add that."
-                store.add_node(
-                    problem_id, root_id, "seed", "seed", language, source=scaffold.module_source(code),
-                    kernel_source=code, directive=f"exemplar:{exemplar.name}",
-                    norm_code=normalize_code(code, language), note=note,
-                )
-        if config.seeds and config.compile_seed and config.device.startswith("cuda"):
-            _add_compile_seed(store, problem_id, root_id, problem, config.device)
-        store.save_search_state(SearchState(
-            problem_id=problem_id, strategy=config.strategy, budget_candidates=config.budget_candidates,
-            budget_minutes=config.budget_minutes, seed=config.seed, rng_state={"llm_calls": 0},
-            config=config.to_dict(), status="new",
-        ))
-        store.log_event(problem_id, "created", f"search of {problem.name} created ({config.strategy}, "
-                        f"{language}, budget {config.budget_candidates} candidates)")
-    return problem_id
-
-
-def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem, device: str) -> None:
-    """torch.compile's own Triton code as a seed (generated in a subprocess): the search starts no
-    slower than torch.compile. A model torch.compile cannot handle gets a logged reason instead."""
-    from ..llm.extract import normalize_code
-    from .inductor_seed import SeedError, inductor_module
-
-    try:
-        source = inductor_module(problem, device)
-    except SeedError as err:
-        store.log_event(problem_id, "seed", f"no torch.compile seed: {err}", "warning")
-        return
-    store.add_node(problem_id, root_id, "seed", "seed", "triton", source=source, kernel_source=source,
-                   directive="torch.compile", norm_code=normalize_code(source, "python"),
-                   note="torch.compile's own generated code (TorchInductor's Triton kernels), as a starting point")
-
-
-def autofix_kernel(scaffold: Scaffold, kernel: str) -> tuple[str, str]:
-    """Apply the mechanical fixes (``scaffold.autofix``) for the errors the syntax check shows, round
-    by round, and keep the result only when it then compiles; (kernel, the node's note)."""
-    try:
-        from ..kernels.native import syntax_check
-    except ImportError:
-        return kernel, ""
-    current, notes = kernel.strip() + "\n", []
-    for _ in range(3):  # each round fixes what the compiler reported; stop when clean or stuck
-        err = syntax_check(scaffold.kernel_file(current), scaffold.language)
-        if not err:
-            break
-        fixed = autofix(current, PRELUDE[scaffold.language], err)
-        if fixed is None:
-            break
-        current, notes = fixed[0].strip() + "\n", notes + fixed[1]
-    else:
-        err = syntax_check(scaffold.kernel_file(current), scaffold.language)
-    if not notes or err:
-        return kernel, ""  # only a fix that makes the kernel compile is kept
-    return current, "autofix: " + ", ".join(dict.fromkeys(notes))
-
-
-def _try_scaffold(problem: Problem, language: str) -> Scaffold | None:
-    if language not in ("cpp", "cuda"):
-        return None
-    try:
-        return build_scaffold(problem, language)
-    except (ScaffoldError, Exception):  # an odd problem: fall back to whole-module prompts
-        return None
 
 
 class SearchEngine:
@@ -249,28 +70,31 @@ class SearchEngine:
         if config is None:
             config = SearchConfig.from_dict(state.config) if state else SearchConfig()
         self.config = config
-        self._rng_state = dict(state.rng_state or {}) if state and isinstance(state.rng_state, dict) else {}
+        self.tally = Tally.from_saved(state.rng_state if state else None)
         self._elapsed0 = state.elapsed_s if state else 0.0
         self.record = store.problem(problem_id)
         self.problem = self.record.to_problem()
         self.language = self.record.language or config.kernel_language
+        self.scaffold = LazyScaffold(self.problem, self.language, config.scaffold,
+                                     lambda message: self._log(message, "warning"))
+        self.planner = Planner(self.language, self.problem.source, self.scaffold, store.node, self.tally,
+                               lambda message: self._log(message, "warning"))
         self._listeners: list[Listener] = []
         self._commands: queue.Queue = queue.Queue()
         self._cancel = threading.Event()
         self._stop = False
         self._paused = False
-        self._focus = True
-        self._forced: list[int] = []
-        self._inflight: dict[cf.Future, int] = {}
-        self._scaffold: Scaffold | None = None
-        self._scaffold_done = False
+        self._window: deque[Slot] = deque()  # the work in flight, oldest first (see ``inflight``)
+        self._seq = 0
+        self._next_call = self.tally.llm_calls  # the LLM call number the next expansion gets
+        self._gen_pool: cf.ThreadPoolExecutor | None = None
         self._started = time.monotonic()
         self._tokens_per_s: float | None = None
         self._phase = "idle"
         self._gen_failures = 0
         self._warned_productivity = False
         self._thread: threading.Thread | None = None
-        self.overlap = config.overlap if config.overlap is not None else not few_cores()
+        self.inflight = config.inflight or 0  # K; 0 until ``run`` chooses it for this machine
 
     # -- listeners and commands -----------------------------------------------------------------------
 
@@ -319,19 +143,9 @@ class SearchEngine:
         c = self.config
         self.store.save_search_state(SearchState(
             problem_id=self.problem_id, strategy=c.strategy, budget_candidates=c.budget_candidates,
-            budget_minutes=c.budget_minutes, seed=c.seed, rng_state=self._rng_state, config=c.to_dict(),
+            budget_minutes=c.budget_minutes, seed=c.seed, rng_state=self.tally.to_saved(), config=c.to_dict(),
             status=status, elapsed_s=self.elapsed_s,
         ))
-
-    def scaffold(self) -> Scaffold | None:
-        if not self._scaffold_done:
-            self._scaffold_done = True
-            if self.config.scaffold:
-                self._scaffold = _try_scaffold(self.problem, self.language)
-                if self._scaffold is None and self.language in ("cpp", "cuda"):
-                    self._log("this problem could not be scaffolded; the model writes whole ModelNew modules",
-                              "warning")
-        return self._scaffold
 
     def _progress(self) -> ev.Progress:
         best = self.store.best_node(self.problem_id)
@@ -356,9 +170,14 @@ class SearchEngine:
                           "its verdicts may not hold here", "warning")
         if again:
             self._log(f"{len(again)} node(s) waiting for evaluation", persist=False)
+        if not self.config.inflight:
+            self.inflight = inflight.default_inflight(self.generator, self.evaluator)
+        self._next_call = self.tally.llm_calls
         self._save_state("running")
         reason, best_id = "error", None
         try:
+            if self.inflight > 1:
+                self._log(f"{self.inflight} expansions in flight", persist=False)
             reason = self._loop()
         except Exception as err:  # the engine's own bug: say it once, keep the session consistent
             self._log(f"the search stopped on an internal error: {type(err).__name__}: {err}", "error",
@@ -378,100 +197,98 @@ class SearchEngine:
         return finished
 
     def _loop(self) -> str:
+        """Fill the window (pending nodes first, then expansions) up to K; make room only from its
+        front, and only when needed, so that every plan sees the same results (``inflight``)."""
         while True:
             self.apply_commands()
             if self._stop:
                 return "stopped"
-            if self._paused:
-                self._collect()  # evaluations already running may finish while paused
-                self._wait(0.2)
-                continue
-            self._collect()
-            tree = self._tree()
-            queued = [n for n in tree.nodes.values() if n.state == "pending" and n.id not in self._inflight.values()]
-            if queued and len(self._inflight) < self._max_inflight():
-                self._submit(min(queued, key=lambda n: n.id).id)
-                continue
-            limit = self._limit_reached(tree)
-            if limit:
-                if self._inflight or queued:
-                    self._wait(0.2)
-                    continue
-                return limit
-            if self._inflight and not self.overlap:
-                self._wait(0.2)
-                continue
-            if self._inflight and len(self._inflight) >= self._max_inflight():
-                self._wait(0.2)
-                continue
-            expansion = self.next_expansion(tree)
-            if expansion is None:
-                if self._inflight:
-                    self._wait(0.2)
-                    continue
-                self._log("nothing left to expand (every node is excluded)", "warning")
-                return "budget"
-            self._expand(expansion, tree)
+            self._advance()
             if self._gen_failures >= 3:
                 self._log("the model failed three times in a row; stopping", "error")
                 return "error"
-            if self._repeats_in_a_row() >= MAX_REPEATS:
+            if repeats_in_a_row(self._tree()) >= MAX_REPEATS:
                 self._log(f"the model's last {MAX_REPEATS} answers all repeated earlier kernels; stopping (a larger "
                           "model or a higher temperature will explore further)", "warning")
                 return "budget"
-
-    def _repeats_in_a_row(self) -> int:
-        """How many of the newest LLM answers were duplicates (not candidates, but time spent)."""
-        n = 0
-        for node in sorted(self._tree().nodes.values(), key=lambda x: -x.id):
-            if node.origin != "llm":
+            if self._paused:
+                self._wait(0.2)  # work already running may finish while paused; nothing new starts
                 continue
-            if node.state != "duplicate":
-                break
-            n += 1
-        return n
+            if len(self._window) >= self.inflight:
+                self._make_room()
+                continue
+            owned = {s.node_id for s in self._window}
+            queued = [n for n in self.store.pending_nodes(self.problem_id) if n.id not in owned and n.state == "pending"]
+            if queued:
+                self._evaluate_waiting(queued[0].id)
+                continue
+            tree = self._view()
+            limit = self._limit_reached(tree)
+            expansion = None if limit else self.next_expansion(tree)
+            if expansion is None:
+                if self._window:
+                    self._make_room()
+                    continue
+                if limit:
+                    return limit
+                self._log("nothing left to expand (every node is excluded)", "warning")
+                return "budget"
+            self._launch(expansion, tree)
 
-    def _max_inflight(self) -> int:
-        return max(1, int(getattr(self.evaluator, "workers", 1))) if self.overlap else 1
+    def _view(self) -> Tree:
+        """The tree plans are made on: the store's, as of the front of the window."""
+        return masked_tree(self._tree(), self._window, self.language)
+
+    def _make_room(self) -> None:
+        """Retire the oldest slot once it is done (answered and evaluated); wait for it otherwise."""
+        if self._window and self._window[0].done:
+            self._window.popleft()
+        else:
+            self._wait(0.2)
 
     def _limit_reached(self, tree: Tree) -> str | None:
-        c = self.config
-        if c.budget_minutes is not None and self.elapsed_s >= c.budget_minutes * 60:
-            return "time"
-        if c.budget_candidates is not None:
-            counted = sum(1 for n in tree.nodes.values() if n.origin in ("llm", "user")
-                          and n.state in ("pending", "evaluating", "evaluated", "no_code"))
-            if counted >= c.budget_candidates:
-                return "budget"
-        cap = c.llm_call_cap
-        if cap is not None and int(self._rng_state.get("llm_calls", 0)) >= cap:
-            self._log(f"stopped after {cap} LLM calls: the model keeps repeating earlier answers", "warning")
+        limit = limit_reached(tree, self.config, self.elapsed_s, self._next_call)
+        if limit == "llm_calls":
+            self._log(f"stopped after {self.config.llm_call_cap} LLM calls: the model keeps repeating earlier answers",
+                      "warning")
             return "budget"
-        return None
+        return limit
 
     def _wait(self, timeout: float) -> None:
-        if self._inflight:
-            cf.wait(list(self._inflight), timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        else:
-            try:
-                cmd = self._commands.get(timeout=timeout)
-            except queue.Empty:
-                return
-            self._apply(cmd)
+        """Until some work in flight finishes or a command arrives (at most ``timeout`` seconds)."""
+        futures = [f for s in self._window for f in (s.generation, s.evaluation) if f is not None and not f.done()]
+        if futures:
+            cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+            return
+        if any(not s.done for s in self._window):
+            return  # an answer waits for an earlier one to be saved: nothing to wait for
+        try:
+            cmd = self._commands.get(timeout=timeout)
+        except queue.Empty:
+            return
+        self._apply(cmd)
 
     # -- commands --------------------------------------------------------------------------------------
 
-    def apply_commands(self) -> None:
-        """Apply every queued command now (the loop does this between steps)."""
+    def apply_commands(self, light_only: bool = False) -> None:
+        """Apply every queued command now (the loop does this between steps). During a generation,
+        ``light_only``: the commands that do not need the loop (pin, exclude, budget); the rest wait."""
+        waiting = []
         while True:
             try:
                 cmd = self._commands.get_nowait()
             except queue.Empty:
-                return
-            self._apply(cmd)
+                break
+            if light_only and not isinstance(cmd, (ev.Pin, ev.Unpin, ev.Exclude, ev.SetBudget)):
+                waiting.append(cmd)
+            else:
+                self._apply(cmd)
+        for cmd in waiting:
+            self._commands.put(cmd)
 
     def _apply(self, cmd: ev.Command) -> None:
-        pid = self.problem_id
+        """Loop control (stop, pause, resume, budget) here; what a command does to the session in
+        ``commands``."""
         if isinstance(cmd, ev.Stop):
             self._stop = True
             self._log("stop requested")
@@ -488,113 +305,71 @@ class SearchEngine:
                 self._phase = "idle"
                 self._save_state("running")
                 self._log("resumed")
-        elif isinstance(cmd, ev.Pin):
-            if self.store.node(cmd.node_id) is None:
-                return self._log(f"cannot pin node {cmd.node_id}: no such node", "warning")
-            old = self.store.pinned_node(pid)
-            self.store.set_pinned(cmd.node_id, True)
-            self._focus = cmd.focus
-            self.store.log_event(pid, "pin", f"node {cmd.node_id} pinned", payload={"node": cmd.node_id})
-            if old and old.id != cmd.node_id:
-                self._emit(ev.NodeChanged(pid, old.id))
-            self._emit(ev.NodeChanged(pid, cmd.node_id))
-        elif isinstance(cmd, ev.Unpin):
-            self.store.set_pinned(cmd.node_id, False)
-            self.store.log_event(pid, "unpin", f"node {cmd.node_id} unpinned", payload={"node": cmd.node_id})
-            self._emit(ev.NodeChanged(pid, cmd.node_id))
-        elif isinstance(cmd, ev.Exclude):
-            self.store.set_excluded(cmd.node_id, cmd.excluded)
-            self.store.log_event(pid, "exclude", f"node {cmd.node_id} {'excluded' if cmd.excluded else 'included'}",
-                                 payload={"node": cmd.node_id, "excluded": cmd.excluded})
-            self._emit(ev.NodeChanged(pid, cmd.node_id))
-        elif isinstance(cmd, ev.AddChild):
-            self._add_user_child(cmd)
-        elif isinstance(cmd, ev.ExpandFrom):
-            if self.store.node(cmd.node_id) is not None:
-                self._forced.append(cmd.node_id)
-                self._log(f"next expansion from node {cmd.node_id}")
         elif isinstance(cmd, ev.SetBudget):
-            self.config = replace(
-                self.config,
-                budget_candidates=cmd.candidates if cmd.candidates is not None else self.config.budget_candidates,
-                budget_minutes=cmd.minutes if cmd.minutes is not None else self.config.budget_minutes,
-            )
+            self.config, message = commands.with_budget(self.config, cmd)
             self._save_state("paused" if self._paused else "running")
-            self._log(f"budget set to {self.config.budget_candidates} candidates"
-                      + (f", {self.config.budget_minutes:g} minutes" if self.config.budget_minutes else ""))
+            self._log(message)
             self._emit(self._progress())
-
-    def _add_user_child(self, cmd: ev.AddChild) -> None:
-        from ..llm.extract import normalize_code
-
-        parent = self.store.node(cmd.parent_id)
-        if parent is None or parent.problem_id != self.problem_id:
-            return self._log(f"cannot add a child to node {cmd.parent_id}: no such node here", "warning")
-        kernel = kernel_of_module(cmd.source) or ""
-        norm = normalize_code(kernel, self.language) if kernel else normalize_code(cmd.source, "python")
-        dup = self.store.find_duplicate(self.problem_id, norm)
-        node_id = self.store.add_node(
-            self.problem_id, cmd.parent_id, "user", "user", self.language, source=cmd.source, kernel_source=kernel,
-            directive="hand edit", state="duplicate" if dup else "pending", note=cmd.note, norm_code=norm,
-            duplicate_of=dup,
-        )
-        self.store.log_event(self.problem_id, "node_added", f"hand-edited child {node_id} of {cmd.parent_id}",
-                             payload={"node": node_id, "origin": "user"})
-        self._emit(ev.NodeAdded(self.problem_id, node_id, cmd.parent_id, "user", "duplicate" if dup else "pending"))
-        if dup:
-            self._log(f"node {node_id} has the same code as node {dup}; not evaluated again", "warning")
+        else:
+            applied = commands.apply(cmd, self.store, self.problem_id, self.language, self.planner)
+            for event in applied.events:
+                self._emit(event)
+            if applied.message:
+                self._log(applied.message, applied.level)
 
     # -- evaluation --------------------------------------------------------------------------------------
 
-    def _submit(self, node_id: int) -> None:
-        node = self.store.node(node_id)
+    def _next_slot(self, **fields) -> Slot:
+        slot = Slot(self._seq, **fields)
+        self._seq += 1
+        self._window.append(slot)
+        return slot
+
+    def _evaluate_waiting(self, node_id: int) -> None:
+        """A node that waits for its verdict (a seed, a hand-edited child, one a crash left behind)
+        takes a slot of the window."""
+        self._submit(self._next_slot(node_id=node_id, answered=True))
+
+    def _submit(self, slot: Slot) -> None:
+        slot.evaluating = True
+        node = self.store.node(slot.node_id)
         if node is None:
+            slot.evaluated = True
             return
+        node_id = node.id
         self.store.set_state(node_id, "evaluating")
         self._phase = "building"
         self._emit(ev.NodeChanged(self.problem_id, node_id))
         self._emit(self._progress())
-        kernel = kernel_of_module(node.source) if node.language in ("cpp", "cuda") else None
-        if kernel and re.search(r"#\s*include\s*[<\"](torch|ATen|pybind11|c10)", kernel):
-            kernel = None  # needs torch's headers: only the real build can tell
+        kernel = answers.native_kernel(node)
         if self.config.syntax_check and kernel:
-            error = self._syntax_check(node, kernel)
+            error = answers.syntax_verdict(kernel, node.language, self.scaffold(), self.config.device)
             if error is not None:
+                slot.evaluated = True
                 self._finish_node(node_id, error)
                 return
-        fut = self.evaluator.submit(self.problem, node.source)
-        self._inflight[fut] = node_id
+        slot.evaluation = self.evaluator.submit(self.problem, node.source)
 
-    def _syntax_check(self, node, kernel: str) -> Verdict | None:
-        """g++/nvcc -fsyntax-only on the module's native kernel (0.2 s instead of a build): most
-        compile errors of a small model are caught before a worker is involved."""
+    def _advance(self) -> None:
+        """Record the verdicts that came back; save the answers that came back, in the order they
+        were asked for (an early answer waits for the ones before it)."""
+        for slot in list(self._window):
+            if slot.evaluation is not None and not slot.evaluated and slot.evaluation.done():
+                slot.evaluated = True
+                self._finish_node(slot.node_id, self._verdict_of(slot.evaluation))
+        for slot in list(self._window):
+            if slot.expansion is None or slot.answered:
+                continue
+            if not slot.generation.done():
+                break
+            self._answer(slot)
+
+    def _verdict_of(self, fut: cf.Future) -> Verdict:
         try:
-            from ..kernels.native import syntax_check
-        except ImportError:
-            return None
-        scaffold = self.scaffold()
-        text = scaffold.kernel_file(kernel) if scaffold else PRELUDE.get(node.language, "") + "\n" + kernel
-        t0 = time.perf_counter()
-        err = syntax_check(text, node.language)
-        if err is None and scaffold is not None:
-            err = _signature_mismatch(scaffold, kernel)
-        if err is None:
-            return None
-        first = next((ln.strip() for ln in err.splitlines() if "error" in ln), err.strip().splitlines()[0] if err.strip() else err)
-        return Verdict(status="compile_error", reason=f"the kernel does not compile: {first[:200]}",
-                       device=self.config.device, language=node.language, build_s=time.perf_counter() - t0,
-                       log=err, policy_flags=("syntax_check",))
-
-    def _collect(self) -> None:
-        done = [f for f in self._inflight if f.done()]
-        for fut in done:
-            node_id = self._inflight.pop(fut)
-            try:
-                verdict = fut.result()
-            except Exception as err:
-                verdict = Verdict(status="crashed", reason=f"the evaluator failed: {type(err).__name__}: {err}",
-                                  device=self.config.device)
-            self._finish_node(node_id, verdict)
+            return fut.result()
+        except Exception as err:
+            return Verdict(status="crashed", reason=f"the evaluator failed: {type(err).__name__}: {err}",
+                           device=self.config.device)
 
     def _finish_node(self, node_id: int, verdict: Verdict) -> None:
         r = reward(verdict)
@@ -615,11 +390,29 @@ class SearchEngine:
         self._check_productivity()
 
     def _abandon_inflight(self) -> None:
-        """On stop: work still running is abandoned; its nodes stay pending and a resume redoes it."""
-        for fut, node_id in list(self._inflight.items()):
-            fut.cancel()
-            self.store.set_state(node_id, "pending")
-        self._inflight.clear()
+        """When the loop ends: generations still running are cancelled (a resume asks again); the
+        answers already written are saved, in order, and wait as pending nodes; verdicts already in
+        are recorded; evaluations still running are abandoned and their nodes go back to pending (a
+        resume redoes them)."""
+        if not self._window:
+            return
+        self._cancel.set()
+        running = [s.generation for s in self._window if s.generation is not None and not s.generation.done()]
+        if running:
+            cf.wait(running, timeout=30)
+        for slot in list(self._window):
+            if slot.expansion is not None and not slot.answered and slot.generation.done():
+                self._answer(slot, submit=False)
+        for slot in self._window:
+            if slot.evaluation is None or slot.evaluated:
+                continue
+            if slot.evaluation.done():
+                slot.evaluated = True
+                self._finish_node(slot.node_id, self._verdict_of(slot.evaluation))
+            else:
+                slot.evaluation.cancel()
+                self.store.set_state(slot.node_id, "pending")
+        self._window.clear()
 
     def _check_productivity(self) -> None:
         if self._warned_productivity:
@@ -631,385 +424,136 @@ class SearchEngine:
 
     # -- expansion ---------------------------------------------------------------------------------------
 
-    def _start_node(self, tree: Tree) -> int:
-        pinned = next((n for n in tree.nodes.values() if n.pinned), None)
-        if self._focus and pinned is not None and (tree.expandable(pinned.id) or pinned.origin == "root"):
-            return pinned.id
-        return tree.root_id
-
     def next_expansion(self, tree: Tree | None = None) -> Expansion | None:
         """What the loop would expand next (forced, then a repair, then the strategy's pick)."""
-        tree = tree or self._tree()
+        return self.planner.next_expansion(tree or self._tree(), self.config)
+
+    def prompt(self, exp: Expansion, tree: Tree) -> prompts.PromptContext:
+        """The prompt context of ``exp`` (before it is fitted to the model's context)."""
+        return prompting.prompt_context(exp, tree, self.store.node, self.language, self.problem.source,
+                                        self.scaffold(), self.config)
+
+    def _launch(self, exp: Expansion, tree: Tree) -> None:
+        """Ask the model for ``exp`` in a generation thread; the answer is saved by ``_answer``."""
         c = self.config
-        while self._forced:
-            node_id = self._forced.pop(0)
-            if node_id in tree.nodes and not tree.excluded(node_id):
-                if tree.repairable(node_id):
-                    return self._expansion(tree, node_id, "repair")
-                if tree.expandable(node_id):
-                    return self._expansion(tree, node_id, None)
-        repair = pending_repair(tree, c.repairs)
-        if repair is not None:
-            exp = self._expansion(tree, repair, "repair")
-            if exp.directive != "repair" or not self._repairs_given_up(tree):
-                return exp
-        start = self._start_node(tree)
-        if start is None or tree.excluded(start):
-            return None
-        node_id = select(c.strategy, tree, start, MCTSParams(c.exploration, c.widening_k, c.widening_alpha),
-                         chance=lambda i: self._edit_chance(tree, i))
-        if not tree.expandable(node_id):
-            return None
-        return self._expansion(tree, node_id, None)
-
-    def _edit_chance(self, tree: Tree, node_id: int) -> float:
-        """How likely the model is to carry out the edit this node would be asked for next (1.0 for
-        the root, whose from-scratch kernels have no directive record)."""
-        node = tree.node(node_id)
-        if node.origin == "root" or self.scaffold() is None or node.language != self.language:
-            return 1.0
-        exp = self._expansion(tree, node_id, None)
-        d = directive_by_key(self.language, exp.directive.split("@")[0])
-        return expected_rate(d, tree.directive_record()) if d is not None else 1.0
-
-    def _repairs_given_up(self, tree: Tree) -> bool:
-        """Whether "fix it" repairs have stopped paying on this problem: ``repair_patience`` attempts
-        and none correct. Measured with the default model, 5 of 75 such repairs were correct (and 90
-        more repeated the broken code), against about a third of edits: the budget goes to edits
-        (``benchmarks/directive_record.py``).
-        Named completions of an incomplete seed are not affected."""
-        patience = self.config.repair_patience
-        if patience is None:
-            return False
-        ok, tried = tree.repair_record()
-        if ok or tried < patience:
-            return False
-        if not self._rng_state.get("repairs_given_up"):
-            self._rng_state["repairs_given_up"] = True
-            self._log(f"none of {tried} repairs was correct: no more repairs on this problem, the budget goes to "
-                      "new edits (a larger model repairs better)", "warning")
-        return True
-
-    def _expansion(self, tree: Tree, node_id: int, kind: str | None) -> Expansion:
-        node = tree.node(node_id)
-        scaffold = self.scaffold()
-        if kind is None:
-            if scaffold is None or (node.origin != "root" and node.language != self.language):
-                kind = "module"  # no scaffold, or a node in another language (torch.compile's Triton seed)
-            else:
-                kind = "whole" if node.origin == "root" else "edit"
-        if kind == "repair":
-            completion = self._completion(node) if scaffold is not None else None
-            if completion is not None:
-                return completion
-            changed = self._edited_function(node) if scaffold is not None else None
-            return Expansion(node_id, "repair", "repair", "fix the error", changed or "")
-        n_children = len(tree.children(node_id, counted=False))
-        rng = random.Random(f"{self.config.seed}:{node_id}:{n_children}")
-        full = None
-        if node.origin == "root" and kind == "whole":
-            # a kernel from scratch: correctness first. Once the model has answered that request by
-            # copying the exemplar unchanged (or has a correct kernel already), later whole kernels
-            # are the exemplar rewritten with one named optimization, so that they differ
-            d = CORRECT_FIRST.get(self.language) or choose_directive(self.language, {}, rng)
-            answered = [k for k in tree.children(node_id, False) if k.kind == "whole"
-                        and (k.state == "duplicate" or (k.verdict is not None and k.verdict.status == "ok"))]
-            found = best_exemplar(scaffold, self.problem.source) if scaffold is not None and self.config.exemplars else None
-            if answered and found is not None:
-                tried = {k.directive: "failed" for k in tree.children(node_id, False) if k.kind == "whole"}
-                d = choose_directive(self.language, tried, rng, kernel=found[1], aten_ops=scaffold.aten_ops,
-                                     record=tree.directive_record())
-                return Expansion(node_id, kind, d.key, d.prompt_text("cuda" if self.language == "cuda" else "cpp"))
-        else:
-            full = self.store.node(node_id) if kind == "edit" else None
-            functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"
-                         and it.name not in SHARED_HELPERS.get(self.language, {})] if full else []
-            lang = node.language if node.origin != "root" and kind == "module" else self.language
-            tried = tree.tried(node_id)
-            d = choose_directive(lang, open_tried(tried, functions, FUNCTION) if full else tried, rng,
-                                 first=node.origin == "root", kernel=full.kernel_source if full else "",
-                                 aten_ops=scaffold.aten_ops if scaffold else (), record=tree.directive_record())
-        if kind == "edit":
-            target = edit_target(functions, d.key, FUNCTION, rng, tried)
-            key = d.key if target == FUNCTION else f"{d.key}@{target}"
-            helper = dict(functions)[target] if target != FUNCTION else ""
-            text = d.prompt_text("cuda" if self.language == "cuda" else "cpp", length_parameter(helper),
-                                 returns_value(helper), reduction_term(helper) if d.key == "unroll_accumulators" else "")
-            return Expansion(node_id, kind, key, text, target)
-        return Expansion(node_id, kind, d.key, d.text)
-
-    def _completion(self, node) -> Expansion | None:
-        """The repair of a seed that leaves out an elementwise epilogue on purpose: one named change
-        in the function that writes the output ("apply silu to every value you store")."""
-        if node.origin != "seed" or not node.directive.startswith("exemplar:"):
-            return None
-        scaffold = self.scaffold()
-        exemplar = exemplar_named(node.directive.split(":", 1)[1], self.language)
-        missing = epilogue_missing(exemplar, scaffold) if exemplar is not None else []
-        if not missing:
-            return None
-        full = self.store.node(node.id)
-        target = output_writer(full.kernel_source, scaffold)
-        table = EPILOGUE_OPS[self.language]
-        expr = "v"
-        for op in missing:
-            expr = table[op].replace("v", f"({expr})") if expr != "v" else table[op]
-        names = " then ".join(missing)
-        text = (f"The kernel computes everything except the final {names}. Apply {names} to every value `{target}` "
-                f"stores: compute the value exactly as now into `float v`, then store `{expr}` instead.")
-        provided = _provided_note(expr, self.language)
-        if provided:
-            text += f" ({provided}.)"
-        text += f"\nThe pattern:\n```{'cuda' if self.language == 'cuda' else 'cpp'}\nfloat v = /* the value stored now */;\n" \
-                f"y[i] = {expr};\n```"
-        return Expansion(node.id, "repair", f"complete:{'+'.join(missing)}@{target}", text, target)
-
-    def _edited_function(self, node) -> str | None:
-        """The one function a failed edit changed in its correct parent (None when it changed several,
-        added some, or the parent was not correct): its repair asks for that function back."""
-        if node.kind != "edit" or node.parent_id is None:
-            return None
-        parent = self.store.node(node.parent_id)
-        if parent.verdict is None or parent.verdict.status != "ok":
-            return None
-        before = {it.name: it.text for it in split_items(parent.kernel_source) if it.kind == "function"}
-        after = {it.name: it.text for it in split_items(self.store.node(node.id).kernel_source) if it.kind == "function"}
-        changed = [n for n in after if before.get(n) != after[n]]
-        if len(changed) != 1 or changed[0] not in before or set(after) - set(before):
-            return None
-        return changed[0]
-
-    def _prompt(self, exp: Expansion, tree: Tree) -> prompts.PromptContext:
-        parent = self.store.node(exp.parent_id)
-        scaffold = self.scaffold()
-        failed = tuple(f"{_directive_label(self.language, k)}: {why}" for k, why in tree.failed_approaches(exp.parent_id))
-        common = dict(language=self.language, problem_source=self.problem.source,
-                      device=device_lines(self.config.device), failed=failed[-4:])
-        if scaffold is not None:
-            common.update(signature=scaffold.signature(), arguments=scaffold.describe_args())
-        if exp.kind == "whole":
-            ctx = prompts.PromptContext(kind="whole", directive=exp.directive_text, **common)
-            if self.config.exemplars and scaffold is not None:
-                found = best_exemplar(scaffold, self.problem.source)
-                if found:
-                    table = EPILOGUE_OPS.get(self.language, {})
-                    missing = tuple(_epilogue_text(op, table, self.language) for op in missing_ops(found[0], scaffold))
-                    ctx = replace(ctx, exemplar=collapse_helpers(found[1], self.language), exemplar_about=found[0].about,
-                                  exemplar_missing=missing)
-            return ctx
-        shown = collapse_helpers(parent.kernel_source, self.language)  # the parent as the prompt shows it
-        if exp.kind == "edit":
-            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
-                                         parent_summary=prompts.parent_summary(parent.verdict),
-                                         target=exp.target, **common)
-        if exp.kind == "repair" and exp.directive.startswith("complete:"):
-            return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
-                                         target=exp.target, edit_intro="This kernel is correct except that it "
-                                         "leaves out the last operation:", **common)
-        if parent.origin != "root" and parent.language != self.language:
-            common["language"] = parent.language
-            scaffold = None  # the parent is a whole module in its own language: the answer is one too
-        if exp.kind == "repair":
-            code = shown if scaffold is not None else parent.source
-            common["failed"] = ()
-            kind = "repair" if scaffold is not None else "module"
-            previous = ""
-            if exp.target and scaffold is not None and parent.parent_id is not None:
-                previous = function_text(self.store.node(parent.parent_id).kernel_source, exp.target) or ""
-            return prompts.PromptContext(kind=kind, parent_code=code, error=prompts.verdict_feedback(parent.verdict),
-                                         target=exp.target if previous else "", previous=previous, **common)
-        # module: the model writes the whole ModelNew (no scaffold)
-        parent_code = parent.source if parent.origin != "root" else ""
-        return prompts.PromptContext(kind="module", directive=exp.directive_text, parent_code=parent_code, **common)
-
-    def _expand(self, exp: Expansion, tree: Tree) -> None:
-        from ..llm.generator import GenerationError
-
-        c = self.config
-        ctx = self._prompt(exp, tree)
+        ctx = self.prompt(exp, tree)
         try:
             ctx, trimmed = prompts.fit(ctx, self.generator.count_tokens, self.generator.context_size, c.max_tokens)
         except prompts.PromptTooLong as err:
             self._gen_failures += 1
             self._log(str(err), "error")
             return
-        calls = int(self._rng_state.get("llm_calls", 0))
-        llm_seed = (c.seed * 1_000_003 + calls) % (2**31)
-        temperature = c.temperature
-        if exp.kind == "repair" and any(k.kind == "repair" and k.state == "duplicate"
-                                        for k in tree.children(exp.parent_id, counted=False)):
-            temperature = max(temperature, 1.0)  # the first repair repeated the code: ask for variety
-        if ctx.kind == "module" and self.language == "triton" and getattr(self.generator, "raw_completion", False):
-            # a model trained on KernelLLM's raw prompt (no chat template) gets exactly that prompt
-            request = prompts.kernelllm_request(self.problem.source, max_tokens=c.max_tokens,
-                                                temperature=temperature, top_p=c.top_p, seed=llm_seed)
-        else:
-            request = prompts.request(ctx, max_tokens=c.max_tokens, temperature=temperature, top_p=c.top_p,
-                                      seed=llm_seed, prefill=self._prefill(ctx))
+        index = self._next_call
+        self._next_call += 1
+        request = prompting.request(exp, ctx, tree, c, self.language, self.problem.source, index,
+                                    bool(getattr(self.generator, "raw_completion", False)), self.scaffold())
         self._phase = "generating"
         self._emit(self._progress())
         self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
-        last = [time.monotonic()]
-        n_tok = [0]
-        t0 = time.monotonic()
+        if self._gen_pool is None:
+            # as many threads as the model serves requests at once: they start in the order asked
+            width = min(self.inflight, inflight.generation_parallel(self.generator))
+            self._gen_pool = cf.ThreadPoolExecutor(max_workers=max(1, width),
+                                                   thread_name_prefix=f"kforge-generate-{self.problem_id}")
+        slot = self._next_slot(expansion=exp, call_index=index, request=request, context=ctx, trimmed=trimmed)
+        slot.generation = self._gen_pool.submit(self._generate, slot)
+
+    def _generate(self, slot: Slot) -> Generation:
+        """One generation (in a generation thread): tokens go to the listeners, and between two
+        tokens the model waits while a kernel is timed on its device. Writes nothing to the store."""
+        gate = getattr(self.evaluator, "gate", None) or DeviceGate()  # a stand-in evaluator has none
         halt = _Halt(self._cancel)
         streamed: list[str] = []
+        n_tok = [0]
+        with generation_slots(self.generator):
+            t0 = time.monotonic()
+            last = [t0]
 
-        def on_token(text: str) -> None:
-            n_tok[0] += 1
-            streamed.append(text)
-            if n_tok[0] % 16 == 0 and not halt.looping and repeating("".join(streamed)):
-                halt.looping = True  # the model is in a loop: the rest of the budget would be more of it
-                halt.set()
-            now = time.monotonic()
-            tps = n_tok[0] / (now - t0) if now > t0 else None
-            self._emit(ev.TokenStream(self.problem_id, text, tps))
-            if now - last[0] > 1.0:
-                last[0] = now
-                self._tokens_per_s = tps
-                self._emit(self._progress())
-            self._drain_light_commands()
+            def on_token(text: str) -> None:
+                n_tok[0] += 1
+                streamed.append(text)
+                if n_tok[0] % 16 == 0 and not halt.looping and repeating("".join(streamed)):
+                    halt.looping = True  # the model is in a loop: the rest of the budget would be more of it
+                    halt.set()
+                now = time.monotonic()
+                tps = n_tok[0] / (now - t0) if now > t0 else None
+                self._emit(ev.TokenStream(self.problem_id, text, tps, stream=slot.seq))
+                if now - last[0] > 1.0:
+                    last[0] = now
+                    self._tokens_per_s = tps
+                    self._emit(self._progress())
+                gate.token_boundary()  # a kernel is being timed: the model waits, so it cannot disturb it
 
+            if halt.is_set():
+                return Generation("", 0, 0, 0.0, 0.0, "", "cancelled", cancelled=True)
+            with gate.generating():
+                gen = self.generator.generate(slot.request, on_token=on_token, cancel=halt)
+        if halt.looping and not self._cancel.is_set():
+            gen = replace(gen, finish_reason="repeating", cancelled=False)
+        return gen
+
+    def _answer(self, slot: Slot, submit: bool = True) -> None:
+        """Save a finished generation's answer (the engine's thread, in the order asked) and send
+        its node to the evaluator; a failed or cancelled one gives its call number back when no
+        later call took one (so with K = 1 the next request asks with the same seed, as before)."""
+        slot.answered = True
         try:
-            gen = self.generator.generate(request, on_token=on_token, cancel=halt)
+            gen = slot.generation.result()
         except GenerationError as err:
             self._gen_failures += 1
             self._log(f"the model could not answer: {err}", "error")
+            self._give_back_call(slot)
             return
-        self._gen_failures = 0
-        if halt.looping and not self._cancel.is_set():
-            gen = replace(gen, finish_reason="repeating", cancelled=False)
-            self._log(f"the model kept repeating itself: stopped after {gen.completion_tokens} tokens", "warning")
         if gen.cancelled:
             self._log("generation cancelled", persist=False)
+            self._give_back_call(slot)
             return
+        self._gen_failures = 0
+        if gen.finish_reason == "repeating":
+            self._log(f"the model kept repeating itself: stopped after {gen.completion_tokens} tokens", "warning")
         self._tokens_per_s = gen.tokens_per_s or self._tokens_per_s
-        self._rng_state["llm_calls"] = calls + 1
-        self._record_answer(exp, ctx, request, gen, trimmed)
+        self.tally.llm_calls = max(self.tally.llm_calls, slot.call_index + 1)
+        slot.node_id, state = self._save_answer(slot.expansion, slot.context, slot.request, gen, slot.trimmed)
+        if state == "pending" and submit:
+            self._submit(slot)
 
-    def _prefill(self, ctx: prompts.PromptContext) -> str:
-        """The start of the answer to a request that changes one function: the fence and that function's
-        first line. Asked to edit the entry point, the default model copied every helper before it
-        (the row-softmax exemplar's ``fast_exp`` alone is 20 lines) and ran out of tokens before the
-        function it had to change: 18 of the 62 failed candidates at ``97af8fd``
-        (``benchmarks/directive_record.py``); begun for it, the answer is that function."""
-        if not self.config.prefill or self.scaffold() is None:
-            return ""
-        if ctx.kind == "edit":
-            head = function_head(ctx.parent_code, ctx.target or FUNCTION)
-        elif ctx.kind == "repair" and ctx.target and ctx.previous:
-            head = function_head(ctx.previous, ctx.target)
-        else:
-            return ""
-        return f"```{prompts.FENCE.get(ctx.language, 'cpp')}\n{head}\n" if head else ""
+    def _give_back_call(self, slot: Slot) -> None:
+        if slot.call_index is not None and slot.call_index == self._next_call - 1:
+            self._next_call = slot.call_index
 
-    def _autofix(self, scaffold: Scaffold, kernel: str) -> tuple[str, str]:
-        if not self.config.syntax_check:
-            return kernel, ""
-        return autofix_kernel(scaffold, kernel)
-
-    def _drain_light_commands(self) -> None:
-        """During generation: apply commands that do not need the loop (pin, exclude, budget...)."""
-        pending = []
-        while True:
-            try:
-                cmd = self._commands.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(cmd, (ev.Pin, ev.Unpin, ev.Exclude, ev.SetBudget)):
-                self._apply(cmd)
-            else:
-                pending.append(cmd)
-        for cmd in pending:
-            self._commands.put(cmd)
-
-    def _record_answer(self, exp: Expansion, ctx, request, gen, trimmed) -> None:
-        from ..llm.extract import extract_code, normalize_code
-
-        scaffold = self.scaffold()
+    def _save_answer(self, exp: Expansion, ctx: prompts.PromptContext, request, gen,
+                     trimmed) -> tuple[int, str]:
+        """Store the LLM call and the node its answer makes; an answer that is no candidate (no code,
+        or a repeat) still spends the expansion: visits, no value."""
         parent = self.store.node(exp.parent_id)
-        finished = gen.finish_reason not in ("length", "repeating")
-        kernel, source, note = "", "", ""
-        if ctx.kind in ("whole", "edit", "repair"):
-            wanted = exp.target or FUNCTION
-            ex = extract_code(gen.text, function=wanted, language=self.language, finished=finished)
-            code = clean_kernel(ex.code) if ex.ok else None
-            if code is None and ctx.kind in ("edit", "repair"):
-                code = kernel_from_answer(gen.text)  # a changed helper alone is a valid edit
-            if code is not None:
-                kernel = merge_functions(parent.kernel_source, code) if ctx.kind in ("edit", "repair") else code
-                kernel = prune_unreachable(kernel)
-                kernel, provided = provide_helpers(kernel, self.language)
-                kernel, note = self._autofix(scaffold, kernel)
-                if provided:
-                    note = "; ".join(x for x in (note, f"{', '.join(provided)} provided") if x)
-                source = scaffold.module_source(kernel)
-            else:
-                note = ex.problem or "the answer had no usable kernel code"
-                if gen.finish_reason == "repeating":
-                    note = (f"the model kept repeating itself and never finished {wanted} (stopped after "
-                            f"{gen.completion_tokens} tokens; a larger model loops less)")
-        else:
-            ex = extract_code(gen.text, finished=finished)
-            if ex.ok:
-                source = ex.code
-                kernel = kernel_of_module(source) or source
-            else:
-                note = ex.problem or "the answer had no usable code"
-        if source:
-            norm = normalize_code(kernel if ctx.kind != "module" else source, self.language if ctx.kind != "module" else "python")
-            dup = self.store.find_duplicate(self.problem_id, norm)
-        else:
-            norm, dup = "", None
-        state = "no_code" if not source else ("duplicate" if dup else "pending")
-        if request.prompt is not None:
-            shown = request.prompt
-        else:
-            shown = "\n\n".join(f"[{m.role}]\n{m.content}" for m in request.messages)
-            if request.prefill:
-                shown += f"\n\n[assistant, begun for the model]\n{request.prefill}"
+        answer = answers.shape_answer(gen, ctx.kind, exp.target, parent, language=self.language,
+                                      scaffold=self.scaffold(), fix=self.config.syntax_check,
+                                      find_duplicate=lambda norm: self.store.find_duplicate(self.problem_id, norm))
+        state = answer.state
+        shown, params = prompting.call_record(request, gen, trimmed)
         with self.store.transaction():
-            call_id = self.store.add_llm_call(
-                self.problem_id, exp.kind, gen.model, shown, gen.text,
-                gen.prompt_tokens, gen.completion_tokens, gen.seconds,
-                {"temperature": request.temperature, "seed": request.seed, "max_tokens": request.max_tokens,
-                 "finish_reason": gen.finish_reason, "trimmed": list(trimmed), "tokens_per_s": gen.tokens_per_s,
-                 "prompt_seconds": gen.prompt_seconds},
-            )
-            language = parent.language if ctx.kind == "module" and parent.origin != "root" else self.language
+            call_id = self.store.add_llm_call(self.problem_id, exp.kind, gen.model, shown, gen.text, gen.prompt_tokens,
+                                              gen.completion_tokens, gen.seconds, params)
             node_id = self.store.add_node(
-                self.problem_id, exp.parent_id, "llm", exp.kind if exp.kind != "module" else "whole", language,
-                source=source, kernel_source=kernel, directive=exp.directive, state=state, note=note,
-                norm_code=norm, duplicate_of=dup, llm_call_id=call_id,
+                self.problem_id, exp.parent_id, "llm", exp.kind if exp.kind != "module" else "whole", answer.language,
+                source=answer.source, kernel_source=answer.kernel, directive=exp.directive, state=state,
+                note=answer.note, norm_code=answer.norm, duplicate_of=answer.duplicate_of, llm_call_id=call_id,
             )
             self.store.log_event(self.problem_id, "node_added", f"node {node_id} ({exp.kind}, {state})",
                                  payload={"node": node_id, "parent": exp.parent_id, "state": state})
+            self._save_state("paused" if self._paused else "running")  # the call count with the call
         self._emit(ev.NodeAdded(self.problem_id, node_id, exp.parent_id, "llm", state))
         if state == "no_code":
-            self._log(f"node {node_id}: no usable code ({note})", "warning")
+            self._log(f"node {node_id}: no usable code ({answer.note})", "warning")
             tree = self._tree()
             self.store.update_stats(backprop(tree, node_id, 0.0))
             for i in tree.ancestors(node_id):
                 self._emit(ev.NodeChanged(self.problem_id, i))
             self._emit(self._progress())
         elif state == "duplicate":
-            self._log(f"node {node_id} repeats node {dup}; not evaluated, not counted", "warning")
-            tree = self._tree()  # not a candidate, but the expansion was spent: visits, no value
-            self.store.update_stats(backprop(tree, node_id, 0.0))
-
-
-def _epilogue_text(op: str, table: dict[str, str], language: str) -> str:
-    """How a whole-kernel prompt names an operator the exemplar leaves out."""
-    if op not in table:
-        return op
-    provided = _provided_note(table[op], language)
-    return f"{op} (of a value v: {table[op]}{'; ' + provided if provided else ''})"
-
-
-def _provided_note(code: str, language: str) -> str:
-    """What a prompt says about the shared helpers (``provide_helpers``) that ``code`` calls."""
-    names = [n for n in SHARED_HELPERS.get(language, {}) if f"{n}(" in code]
-    return f"`{names[0]}` is {PROVIDED}" if names else ""
+            self._log(f"node {node_id} repeats node {answer.duplicate_of}; not evaluated, not counted", "warning")
+            self.store.update_stats(backprop(self._tree(), node_id, 0.0))
+        return node_id, state
 
 
 class _Halt(threading.Event):
@@ -1023,8 +567,3 @@ class _Halt(threading.Event):
 
     def is_set(self) -> bool:
         return super().is_set() or self._stop.is_set()
-
-
-def _directive_label(language: str, key: str) -> str:
-    d = directive_by_key(language, key.split("@")[0])
-    return d.text.split(":")[0].rstrip(".") if d else key

@@ -11,45 +11,10 @@ from dataclasses import dataclass
 
 from ..kernels.verdict import Verdict
 
-# -- what a node is (as the store returns it) ------------------------------------------------------
-
-ORIGINS = ("root", "seed", "llm", "user")
-# node lifecycle: pending (waiting for evaluation) -> evaluating -> evaluated;
-# or no_code (the LLM answer had no usable code) / duplicate (same code as an existing node)
-NODE_STATES = ("pending", "evaluating", "evaluated", "no_code", "duplicate")
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    id: int
-    problem_id: int
-    parent_id: int | None
-    origin: str  # one of ORIGINS
-    state: str  # one of NODE_STATES
-    language: str  # cpp | cuda | triton | python (root)
-    directive: str
-    source: str  # the whole candidate module (ModelNew), "" for no_code
-    kernel_source: str  # the part the LLM wrote (kernel body / edit), for diffs
-    created_at: float
-    pinned: bool = False
-    excluded: bool = False
-    visits: int = 0
-    value: float = 0.0  # best normalised reward in the subtree
-    kind: str = "whole"  # whole | edit | repair | seed | user | root
-    duplicate_of: int | None = None
-    verdict: Verdict | None = None
-    llm_call_id: int | None = None
-    note: str = ""  # why there is no code, the exemplar a seed came from, a user's note on a hand edit
-
-    @property
-    def speedup(self) -> float | None:
-        return self.verdict.speedup if self.verdict and self.verdict.status == "ok" else None
-
-    @property
-    def status(self) -> str:
-        """What a view colours by: the verdict status, else the node state."""
-        return self.verdict.status if self.verdict else self.state
-
+# what a node is: the store's record, re-exported for the engine's listeners
+from ..store.records import NODE_STATES as NODE_STATES
+from ..store.records import ORIGINS as ORIGINS
+from ..store.records import NodeRecord as NodeRecord
 
 # -- events (engine -> listeners) -------------------------------------------------------------------
 
@@ -83,6 +48,7 @@ class TokenStream:
     problem_id: int
     text: str
     tokens_per_s: float | None = None
+    stream: int = 0  # which expansion in flight the text belongs to (several may generate at once)
 
 
 @dataclass(frozen=True)

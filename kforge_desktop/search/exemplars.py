@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import paths
+from ..csource.items import function_head, function_text, split_items
 from ..kernels.native import parse_exports
 from .scaffold import FUNCTION, Scaffold
 
@@ -306,8 +307,6 @@ def exemplar_named(name: str, language: str) -> Exemplar | None:
 def output_writer(code: str, scaffold: Scaffold) -> str:
     """The function that stores the output values: a helper that assigns through a non-const float
     pointer parameter, else the entry point."""
-    from .scaffold import split_items
-
     for it in split_items(code):
         if it.kind != "function" or it.name == scaffold.function:
             continue
@@ -328,8 +327,6 @@ def provide_helpers(kernel: str, language: str, library: tuple[Exemplar, ...] | 
     """``kernel`` with the definition of every shared helper it calls but does not define, placed
     above the first function that calls it; and the names added. ``library``: the exemplars to take
     the definitions from (default: the loaded ones)."""
-    from .scaffold import function_text, split_items
-
     added = []
     for name, source in SHARED_HELPERS.get(language, {}).items():
         if not re.search(rf"(?<![\w.:]){name}\s*\(", kernel) or function_text(kernel, name) is not None:
@@ -357,8 +354,6 @@ def collapse_helpers(code: str, language: str) -> str:
     comment line that says it is provided. The model calls it instead of copying 20 lines of
     arithmetic into every answer (the 0.5B model ran out of tokens copying silu_mul's), and
     ``provide_helpers`` puts the definition back into the kernel it writes."""
-    from .scaffold import function_head, function_text
-
     for name in SHARED_HELPERS.get(language, {}):
         text, head = function_text(code, name), function_head(code, name)
         if text is None or head is None:

@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..problem.problem import Problem
+from ..problem.problem import Problem, ProblemError
+from ..problem.source import model_new_body, split_source
 
 TIMEOUT_S = 600.0
 
@@ -75,8 +76,6 @@ def _generate(problem: Problem, device: str) -> str:
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
-    from .scaffold import _class_body, _split_problem_source
-
     mod = problem.load_module()
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).to(device).eval()
@@ -116,8 +115,11 @@ def _generate(problem: Problem, device: str) -> str:
             raise SeedError("an input of torch.compile's graph is neither a forward input nor a parameter")
         exprs.append(owners[key])
     n_out = len(out) if isinstance(out, (tuple, list)) else 1
-    header, model_node = _split_problem_source(problem.source)
-    class_body = _class_body(problem.source, model_node)
+    try:
+        header, model_node = split_source(problem.source)
+    except ProblemError as err:
+        raise SeedError(str(err)) from None
+    class_body = model_new_body(problem.source, model_node)
     prepare = "".join(f"        {p} = {p}.contiguous()\n" for p, x in zip(params, inputs, strict=True)
                       if isinstance(x, torch.Tensor))
     ret = "outs[0]" if n_out == 1 else f"tuple(outs[:{n_out}])"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..llm import prompts
 from ..problem.problem import Problem
 from .directives import CORRECT_FIRST
-from .engine import device_lines
 from .exemplars import best_exemplar
+from .prompting import device_lines
 from .scaffold import FUNCTION, ScaffoldError, build_scaffold, clean_kernel
 
 

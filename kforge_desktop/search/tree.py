@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable
 
 from ..kernels.verdict import Verdict
-from .events import NodeRecord
+from ..store.records import NodeRecord
 
 # a correct candidate always scores above any failure; within failures, nearer to working is better
 FAILURE_REWARD = {
@@ -33,9 +33,25 @@ def reward(verdict: Verdict | None) -> float:
         return 0.0
     if verdict.status != "ok":
         return FAILURE_REWARD.get(verdict.status, 0.0)
-    s = verdict.speedup
+    s = credible_speedup(verdict)
     x = 0.5 if not s or s <= 0 else min(1.0, max(0.0, 0.5 + math.log2(s) / 4.0))
     return OK_FLOOR + (1.0 - OK_FLOOR) * x
+
+
+def credible_speedup(verdict: Verdict) -> float | None:
+    """The speedup the search may believe: 1.0 where the measurement cannot tell the candidate from
+    eager (within the noise, or disturbed), else the pessimistic end of the interquartile ranges
+    (the eager run's lower quartile over the candidate's upper one), never one lucky median."""
+    s = verdict.speedup
+    if s is None:
+        return None
+    if not verdict.significant or verdict.disturbed:
+        return 1.0
+    base, cand = verdict.baseline_ms, verdict.latency_ms
+    if not base or not cand:
+        return s
+    low = (base - (verdict.baseline_iqr_ms or 0.0) / 2) / (cand + (verdict.latency_iqr_ms or 0.0) / 2)
+    return min(s, low) if s >= 1 else max(s, low)
 
 
 class Tree:
@@ -172,9 +188,12 @@ class Tree:
                 and n.verdict.status in REPAIRABLE)
 
     def best(self, within: int | None = None) -> NodeRecord | None:
-        """The fastest correct candidate (in ``within``'s subtree if given); ties go to the older node."""
+        """The fastest correct candidate (in ``within``'s subtree if given); ties go to the older node.
+        A candidate that delegates part of the work to PyTorch, or whose measurement was disturbed,
+        counts only when pinned."""
         ids = self.subtree(within) if within is not None else list(self.nodes)
-        ok = [self.nodes[i] for i in ids if self.nodes[i].origin != "root" and self.nodes[i].speedup is not None]
+        ok = [self.nodes[i] for i in ids if self.nodes[i].origin != "root" and self.nodes[i].speedup is not None
+              and (self.nodes[i].pinned or not (self.nodes[i].verdict.delegates or self.nodes[i].verdict.disturbed))]
         if not ok:
             return None
         return max(ok, key=lambda n: (n.speedup, -n.id))

@@ -3,15 +3,24 @@
     from kforge_desktop.store import SessionStore
     store = SessionStore(path)              # creates the file if needed
     store = SessionStore.open(path)         # an existing session only
-    nodes = store.nodes(problem_id)         # list[search.events.NodeRecord]
+    nodes = store.nodes(problem_id)         # list[NodeRecord]
 """
 
-from .records import EventRecord, LLMCallRecord, ProblemRecord, Productivity, SearchState, TimeSplit
+from .records import (
+    EventRecord,
+    LLMCallRecord,
+    NodeRecord,
+    ProblemRecord,
+    Productivity,
+    SearchState,
+    TimeSplit,
+)
 from .session import SessionStore, StoreError
 
 __all__ = [
     "EventRecord",
     "LLMCallRecord",
+    "NodeRecord",
     "ProblemRecord",
     "Productivity",
     "SearchState",

@@ -1,10 +1,58 @@
-"""Frozen values the store hands out besides ``NodeRecord`` (which lives in ``search.events``)."""
+"""Frozen values the store hands out: nodes, problems, LLM calls, events, search state, summaries.
+
+They live with the store, which imports nothing above itself; the search (``search.events``)
+re-exports ``NodeRecord`` and its vocabularies for its listeners.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..kernels.verdict import Verdict
 from ..problem.problem import Problem
+
+# -- what a node is ----------------------------------------------------------------------------------
+
+ORIGINS = ("root", "seed", "llm", "user")
+# node lifecycle: pending (waiting for evaluation) -> evaluating -> evaluated;
+# or no_code (the LLM answer had no usable code) / duplicate (same code as an existing node)
+NODE_STATES = ("pending", "evaluating", "evaluated", "no_code", "duplicate")
+KINDS = ("root", "seed", "whole", "edit", "repair", "user")
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    id: int
+    problem_id: int
+    parent_id: int | None
+    origin: str  # one of ORIGINS
+    state: str  # one of NODE_STATES
+    language: str  # cpp | cuda | triton | python (root)
+    directive: str
+    source: str  # the whole candidate module (ModelNew), "" for no_code
+    kernel_source: str  # the part the LLM wrote (kernel body / edit), for diffs
+    created_at: float
+    pinned: bool = False
+    excluded: bool = False
+    visits: int = 0
+    value: float = 0.0  # best normalised reward in the subtree
+    kind: str = "whole"  # one of KINDS
+    duplicate_of: int | None = None
+    verdict: Verdict | None = None
+    llm_call_id: int | None = None
+    note: str = ""  # why there is no code, the exemplar a seed came from, a user's note on a hand edit
+
+    @property
+    def speedup(self) -> float | None:
+        return self.verdict.speedup if self.verdict and self.verdict.status == "ok" else None
+
+    @property
+    def status(self) -> str:
+        """What a view colours by: the verdict status, else the node state."""
+        return self.verdict.status if self.verdict else self.state
+
+
+# -- the rest ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

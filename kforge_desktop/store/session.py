@@ -24,11 +24,20 @@ from pathlib import Path
 
 from ..kernels.verdict import Verdict
 from ..problem.problem import Problem
-from ..search.events import NODE_STATES, ORIGINS, NodeRecord
-from .records import EventRecord, LLMCallRecord, ProblemRecord, Productivity, SearchState, TimeSplit
+from .records import (
+    KINDS,
+    NODE_STATES,
+    ORIGINS,
+    EventRecord,
+    LLMCallRecord,
+    NodeRecord,
+    ProblemRecord,
+    Productivity,
+    SearchState,
+    TimeSplit,
+)
 from .schema import DDL, SCHEMA_VERSION
 
-KINDS = ("root", "seed", "whole", "edit", "repair", "user")
 FAILED_STATUSES = ("incorrect", "compile_error", "runtime_error", "crashed", "timeout", "rejected")
 
 _NODE_COLUMNS = (
@@ -366,9 +375,15 @@ class SessionStore:
         return rows[0][0] if rows else None
 
     def best_node(self, problem_id: int) -> NodeRecord | None:
-        """The fastest correct candidate (the root, i.e. eager, is never a candidate)."""
+        """The fastest correct candidate (the root, i.e. eager, is never a candidate).
+
+        Never one that leaves part of the work to PyTorch (``Verdict.delegates``) or whose
+        measurement was disturbed: those are chosen only when the user pins them.
+        """
         rows = self._select_nodes(
-            "n.problem_id=? AND n.origin<>'root' AND v.status='ok' AND v.speedup IS NOT NULL",
+            "n.problem_id=? AND n.origin<>'root' AND v.status='ok' AND v.speedup IS NOT NULL "
+            "AND json_array_length(json_extract(v.json, '$.library_calls')) = 0 "
+            "AND coalesce(json_extract(v.json, '$.disturbed'), '') = ''",
             (problem_id,), order="v.speedup DESC, n.id ASC LIMIT 1",
         )
         return rows[0] if rows else None

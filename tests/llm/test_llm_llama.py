@@ -208,14 +208,30 @@ def test_code_comes_out_of_a_real_answer(gen):
     assert ex_cut.code is None and "cut off" in ex_cut.problem
 
 
-def test_cancel_interrupts_prompt_processing_and_the_model_stays_usable(gen):
+def test_cancel_interrupts_prompt_processing_and_the_model_stays_usable(gen, monkeypatch):
     short = GenerationRequest.chat(ASK, max_tokens=12, temperature=0)
     before = gen.generate(short).text
     long_prompt = "Summarize this code:\n" + "\n".join(f"x{i} = compute({i}, y{i}) + {i * 7}" for i in range(80))
+    request = GenerationRequest.chat(long_prompt, max_tokens=50, temperature=0)
+    batches = -(-gen.count_tokens(gen.render_prompt(request)) // gen._llm.n_batch)
+    assert batches >= 3  # the prompt takes several llama_decode calls, or the test shows nothing
     cancel = threading.Event()
-    timer = threading.Timer(0.2, cancel.set)
-    timer.start()
-    out = gen.generate(GenerationRequest.chat(long_prompt, max_tokens=50, temperature=0), cancel=cancel)
-    timer.cancel()
-    assert out.cancelled and out.completion_tokens == 0  # stopped inside the prompt, before any token
+    ctx = gen._llm._ctx
+    real_decode = ctx.decode
+    decodes: list[str] = []
+
+    def decode_then_cancel(batch):
+        try:
+            real_decode(batch)
+        except RuntimeError:
+            decodes.append("aborted")
+            raise
+        decodes.append("done")
+        cancel.set()  # the user presses Stop once the prompt's first batch is computed
+
+    monkeypatch.setattr(ctx, "decode", decode_then_cancel)
+    out = gen.generate(request, cancel=cancel)
+    monkeypatch.undo()
+    assert out.cancelled and out.completion_tokens == 0 and out.text == ""
+    assert decodes == ["done", "aborted"]  # the next batch was interrupted; no later one was started
     assert gen.generate(short).text == before

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 def test_optimize_one_example_model_end_to_end(tmp_path, test_model_path, build_cache):
     from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.kernels.verdict import EvalOptions
+    from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.llm.llama_backend import LlamaCppGenerator
     from kforge_desktop.modelopt.optimize import ModelOptOptions, optimize_model
     from kforge_desktop.search.config import SearchConfig

@@ -29,7 +29,8 @@ def test_a_small_search_leaves_a_tree_of_evaluated_nodes_in_the_session(tmp_path
     from kforge_desktop.llm.llama_backend import LlamaCppGenerator
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.config import SearchConfig
-    from kforge_desktop.search.engine import SearchEngine, create_session
+    from kforge_desktop.search.engine import SearchEngine
+    from kforge_desktop.search.setup import create_session
 
     path = tmp_path / "small.kforge"
     store = SessionStore(path)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kforge_desktop.kernels.evaluator import Evaluator
-from kforge_desktop.kernels.verdict import EvalOptions
+from kforge_desktop.kernels.options import EvalOptions
 from kforge_desktop.problem.problem import load_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,3 +65,23 @@ def test_compile_error_carries_the_compiler_diagnostic(verdicts):
 def test_precision_downgrade_is_caught_by_relative_l2(verdicts):
     v = verdicts["precision_fp16.py"]
     assert v.rel_l2_err is None or v.rel_l2_err > 2e-5
+
+
+def test_a_small_bias_everywhere_is_caught_by_relative_l2_alone(verdicts):
+    v = verdicts["biased_rsqrt.py"]
+    assert "relative L2" in v.reason
+    assert v.max_abs_err < 1e-2  # every value was within the elementwise tolerance
+
+
+def test_a_fast_path_hidden_during_timing_is_caught_on_fresh_inputs_after_it(verdicts):
+    assert "after timing" in verdicts["fast_path_after_warmup.py"].reason
+
+
+def test_cpu_outputs_start_as_poison_not_zeros(verdicts):
+    v = verdicts["accumulates_into_empty.py"]
+    assert v.status == "incorrect" and "trial 1" in v.reason
+
+
+def test_every_evaluation_draws_fresh_inputs_and_records_the_seed(verdicts):
+    seeds = {v.input_seed for v in verdicts.values() if v.trials}
+    assert None not in seeds and len(seeds) == len([v for v in verdicts.values() if v.trials])

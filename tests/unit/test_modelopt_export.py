@@ -1,5 +1,6 @@
 """A whole-model session with a real verified kernel: bench and export as a user runs them, and the
-exported package used in a fresh process that has only torch."""
+exported package used in a fresh process that has only torch (eagerly and under torch.compile);
+a kernel slower than torch.compile's code is left to torch.compile, and the CLI says so."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 from kforge_desktop.cli.main import main as kforge
 from kforge_desktop.kernels.evaluator import Evaluator
-from kforge_desktop.kernels.verdict import EvalOptions
+from kforge_desktop.kernels.options import EvalOptions
+from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.modelopt.session import (
     chosen_kernels,
     create_model_session,
@@ -105,17 +107,47 @@ def test_export_works_with_only_torch(session, tmp_path, capsys):
             handle = k.apply(model, strict=True)
             got = model(*x)
             hits = handle.stats()[{name!r}]
+            # the kernels are custom ops: the compiled model keeps them, with no graph break
+            handle.reset_stats()
+            compiled = torch.compile(model, fullgraph=True, backend="aot_eager")(*x)
+            compiled_hits = handle.stats()[{name!r}]
             handle.remove()
             again = model(*x)
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(compiled, ref, rtol=1e-5, atol=1e-5)
         assert torch.equal(again, ref)
-        print("OK", hits[0], hits[1], k.record()["model"])
+        assert not any(m == "kforge_desktop" or m.startswith("kforge_desktop.") for m in sys.modules if sys.modules[m])
+        print("OK", hits[0], hits[1], compiled_hits[0], compiled_hits[1], k.record()["model"])
     """)
-    env = dict(os.environ, KFORGE_BUILD_CACHE=str(tmp_path / "fresh-builds"))  # builds it anew
+    env = {key: v for key, v in os.environ.items() if key != "PYTHONPATH"}  # nothing of the project's
+    env["KFORGE_BUILD_CACHE"] = str(tmp_path / "fresh-builds")  # builds it anew
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split() == ["OK", "2", "0", "llm_block"]
+    assert res.stdout.split() == ["OK", "2", "0", "2", "0", "llm_block"]
+
+
+def test_a_kernel_slower_than_torch_compile_is_left_to_it(tmp_path, capsys):
+    from kforge_desktop.store import SessionStore
+
+    path = tmp_path / "slow.kforge"
+    s = create_model_session(MODEL, path, SearchConfig(budget_candidates=0), total_budget=0)
+    name = next(n for n in s.problem_ids if "rms_norm" in n)
+    pid = s.problem_ids[name]
+    nid = s.store.add_node(pid, s.store.root(pid).id, "user", "user", "cpp", source=RMS_KERNEL,
+                           kernel_source=RMS_KERNEL, state="evaluated")
+    # verified, twice as fast as eager, and slower than torch.compile's code for the target
+    s.store.record_verdict(nid, Verdict("ok", "", speedup=2.0, speedup_compile=0.8, significant=True, latency_ms=0.05,
+                                        baseline_ms=0.1, compile_baseline_ms=0.04, n_timed=10, language="cpp"))
+    s.store.close()
+    store = SessionStore.open(path)
+    chosen, reasons = chosen_kernels(store, reload_model(store)[1])
+    assert name not in chosen
+    assert reasons[name] == "left to torch.compile (ours 0.05 ms vs torch.compile 0.04 ms)"
+    store.close()
+    assert kforge(["bench", str(MODEL), "--session", str(path), "--runs", "3", "--no-compile"]) == 2
+    err = capsys.readouterr().err
+    assert f"left to torch.compile: {name} (ours 0.05 ms vs torch.compile 0.04 ms)" in err
 
 
 def test_export_of_a_session_without_kernels_says_so(tmp_path, capsys):

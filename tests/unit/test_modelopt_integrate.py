@@ -1,5 +1,7 @@
 """Integration: a real, hand-written native kernel patches the example model; guards fall back;
-a wrong kernel is caught before anything is reported. Real builds (cpp_extension), no mocks."""
+a wrong kernel is caught before anything is reported; torch.compile of the patched model keeps the
+kernel (a custom op) with no graph break; a kernel slower than torch.compile's code is not put back.
+Real builds (cpp_extension), no mocks."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import os
 import pytest
 import torch
 
+from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.modelopt.integrate import ChosenKernel, integrate
 from kforge_desktop.modelopt.loader import load_model_file
 from kforge_desktop.modelopt.problems import write_problem
 from kforge_desktop.modelopt.profile import profile_model
 from kforge_desktop.modelopt.runtime import fingerprint
+from kforge_desktop.modelopt.session import accept_reason, left_to_compile, not_used_line
 from kforge_desktop.paths import RESOURCES
 
 RMS_KERNEL = (RESOURCES / "examples" / "kernels" / "llm_block_rms_norm.py").read_text()
@@ -97,3 +101,67 @@ def test_a_wrong_kernel_is_dropped_before_anything_is_reported(llm):
     with torch.no_grad():
         torch.testing.assert_close(mf.model(*mf.inputs), before)
     integ.handle.remove()
+
+
+@pytest.fixture()
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _ops_in(graphs) -> list[str]:
+    return [str(n.target) for g in graphs for n in g.graph.nodes
+            if n.op == "call_function" and str(n.target).startswith("kforge.")]
+
+
+def test_torch_compile_keeps_the_kernel_with_no_graph_break(llm, fresh_dynamo):
+    mf, p, rms, tp = llm
+    with torch.no_grad():
+        before = mf.model(*mf.inputs)
+    integ = integrate(mf.model, p.analysis, {rms.name: ChosenKernel(rms.name, RMS_KERNEL, tp.signatures)},
+                      list(mf.inputs), fresh_sets=0)
+    h = integ.handle
+    assert integ.kept == [rms.name]
+    ops = h.ops()
+    assert len(ops) == 2 and all(name.startswith("kforge::" + rms.name) for name in ops.values())
+    with torch.no_grad():
+        explained = torch._dynamo.explain(mf.model)(*mf.inputs)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    assert sorted(_ops_in(explained.graphs)) == sorted(f"{n.replace('::', '.')}.default" for n in ops.values())
+    torch._dynamo.reset()
+    compiled = torch.compile(mf.model, fullgraph=True)  # inductor: the code around the kernels is generated
+    h.reset_stats()
+    with torch.no_grad():
+        got = compiled(*mf.inputs)
+    torch.testing.assert_close(got, before, rtol=1e-5, atol=1e-5)
+    assert h.stats() == {rms.name: (2, 0)}  # the compiled model ran both norms with the kernel
+    # under torch.compile the guards still hold: an input the kernel was not verified for runs the original
+    other = torch.randn(1, 64, 256)
+    with torch.no_grad():
+        with h.disabled():
+            ref = mf.model(other)
+        h.reset_stats()
+        got = torch.compile(mf.model, fullgraph=True, backend="aot_eager")(other)
+    torch.testing.assert_close(got, ref)
+    assert h.stats()[rms.name] == (0, 2)
+    h.remove()
+
+
+def test_a_kernel_slower_than_torch_compile_is_left_to_it():
+    assert left_to_compile(0.20, 0.10) == "left to torch.compile (ours 0.2 ms vs torch.compile 0.1 ms)"
+    assert left_to_compile(0.10, 0.20) is None and left_to_compile(0.10, 0.10) is None
+    assert left_to_compile(0.10, None) is None  # torch.compile not measured: nothing to compare with
+    assert not_used_line("t01_rms_norm", left_to_compile(0.2, 0.1)) == \
+        "left to torch.compile: t01_rms_norm (ours 0.2 ms vs torch.compile 0.1 ms)"
+
+    class Node:  # what the chooser reads of a session node
+        def __init__(self, **kw):
+            self.verdict = Verdict("ok", "", speedup=2.0, significant=True, latency_ms=0.2, baseline_ms=0.4, **kw)
+
+    # twice as fast as eager, but torch.compile's code for the target is faster still
+    slower = Node(compile_baseline_ms=0.15, speedup_compile=0.75)
+    assert accept_reason(slower, pinned=False).startswith("left to torch.compile (ours 0.2 ms")
+    assert accept_reason(slower, pinned=True) is None  # a pinned kernel is the user's choice
+    assert accept_reason(Node(compile_baseline_ms=0.3, speedup_compile=1.5), pinned=False) is None
+    assert accept_reason(Node(), pinned=False) is None  # torch.compile not measured

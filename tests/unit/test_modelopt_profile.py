@@ -1,16 +1,28 @@
-"""Profiling the example models: the targets a user would optimize, and problems built from them."""
+"""Profiling the example models: the targets a user would optimize, and problems built from them.
+A LLaMA-style decoder written the ordinary way (tests/unit/models/llama_decoder.py): its attention,
+which torch.fx cannot trace, is captured through torch.export and becomes targets; the time outside
+the targets is measured."""
 
 from __future__ import annotations
+
+import math
+import runpy
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
+from kforge_desktop.modelopt.integrate import ChosenKernel, integrate
 from kforge_desktop.modelopt.loader import load_model_file
 from kforge_desktop.modelopt.problems import write_problem
 from kforge_desktop.modelopt.profile import profile_model
+from kforge_desktop.modelopt.report import profile_table
 from kforge_desktop.paths import RESOURCES
 from kforge_desktop.problem.problem import load_problem
+
+LLAMA = Path(__file__).parent / "models" / "llama_decoder.py"
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +122,8 @@ def test_untraceable_module_falls_back_to_its_children():
     model = _Branchy().eval()
     p = profile_model(model, [torch.randn(4, 64).abs()], runs=2)
     assert p.profile.untraced == ("(model)",)
+    assert "torch.export failed" in dict(p.profile.untraced_why)["(model)"]  # the branch depends on the data
+    assert p.profile.untraced_ms is not None and p.profile.untraced_ms >= 0  # its own code is timed
     (rms,) = _by_kind(p.profile, "rms_norm")
     assert rms.module_paths == ("inner",) and rms.ops == ("mul", "mean", "add", "rsqrt", "mul")
     assert any(t.kind == "linear" and t.module_paths == ("inner.proj",) for t in p.profile.targets)
@@ -205,3 +219,111 @@ def test_embedding_sdpa_and_strided_inputs_become_problems(tmp_path):
             assert fresh[0].dtype == torch.int64 and 0 <= int(fresh[0].min()) and int(fresh[0].max()) < 100
         with torch.no_grad():
             assert module.Model()(*fresh).shape == module.Model()(*real).shape
+
+
+# -- a decoder written the ordinary way --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread: on a shared machine, timings of a thread pool swing with the load."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def llama(one_thread):
+    mf = load_model_file(LLAMA)
+    with torch.no_grad():
+        before = mf.model(*mf.inputs)
+    p = profile_model(mf.model, list(mf.inputs), name="llama_decoder", runs=10)
+    return mf, p, before
+
+
+def test_ordinary_decoder_attention_is_captured(llama):
+    mf, p, before = llama
+    prof = p.profile
+    _check_shares(prof)
+    assert prof.untraced == ()  # no module runs as is: not the attention, not anything else
+    assert prof.exported == ("blocks.0.att", "blocks.1.att")  # fx cannot trace them; torch.export can
+    (sm,) = _by_kind(prof, "softmax")  # the causal mask built in forward, the scale and the softmax
+    assert {"triu", "masked_fill", "softmax"} <= set(sm.ops) and {"div", "mul"} & set(sm.ops)
+    assert sm.module_paths == ("blocks.0.att", "blocks.1.att") and sm.calls == 2
+    assert sm.shapes == ((16, 16), (2, 4, 16, 16))
+    matmuls = [t for t in prof.targets if t.ops == ("matmul",)]  # q @ k^T and probs @ v, around it
+    assert sum(t.calls for t in matmuls) == 4
+    assert all(set(t.module_paths) == {"blocks.0.att", "blocks.1.att"} for t in matmuls)
+    assert any(t.kind == "linear" and "blocks.0.att.qkv" in t.module_paths for t in prof.targets)
+    with torch.no_grad():  # capturing ran the model's code: the model computes what it did before
+        torch.testing.assert_close(mf.model(*mf.inputs), before, rtol=0, atol=0)
+
+
+def test_ordinary_decoder_softmax_problem_reproduces_the_model(llama, tmp_path):
+    mf, p, _ = llama
+    (sm,) = _by_kind(p.profile, "softmax")
+    tp = write_problem(sm, p.analysis.cuts[sm.name], p.analysis.captures[sm.name], tmp_path, "llama_decoder")
+    source = tp.path.read_text()
+    assert "masked_fill" in source and "torch.softmax" in source and "torch.ops.aten" not in source
+    module = load_problem(tp.path).load_module()
+    # the reference, by hand from the model's own weights: block 0's scores, scaled, masked, softmax
+    model, (idx,) = mf.model, mf.inputs
+    with torch.no_grad():
+        h = model.blocks[0].att_norm(model.emb(idx))
+        b, t, d = h.shape
+        q, k, _v = model.blocks[0].att.qkv(h).view(b, t, 3, 4, d // 4).permute(2, 0, 3, 1, 4)
+        causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+        expected = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(d // 4)).masked_fill(causal, -math.inf), -1)
+        got = module.Model()(*module.get_replay_inputs()[0])
+        torch.testing.assert_close(got, expected)
+        assert torch.isfinite(module.Model()(*module.get_inputs())).all()
+
+
+def test_ordinary_decoder_time_outside_targets_is_measured(llama):
+    prof = llama[1].profile
+    assert prof.unattributed_ms is not None and prof.unattributed_ms > 0
+    assert prof.outside_ms == pytest.approx(prof.eager_ms - prof.targets_ms)
+    table = profile_table(prof)
+    assert f"{prof.unattributed_ms:.3f} ms not attributed" in table
+    assert "not traced" not in table and "0.000 ms outside any target" not in table
+
+
+def test_a_captured_attention_takes_a_kernel_back(llama, tmp_path):
+    """Integration patches the exported attention like any unit; other shapes fall back."""
+    mf, p, before = llama
+    (sm,) = _by_kind(p.profile, "softmax")
+    tp = write_problem(sm, p.analysis.cuts[sm.name], p.analysis.captures[sm.name], tmp_path, "llama_decoder")
+    kernel = tp.path.read_text() + "\n\nclass ModelNew(Model):\n    pass\n"  # the reference as the "kernel"
+    integ = integrate(mf.model, p.analysis, {sm.name: ChosenKernel(sm.name, kernel, tp.signatures)},
+                      list(mf.inputs), mf.make_inputs)
+    try:
+        assert integ.ok and integ.kept == [sm.name]
+        with torch.no_grad():
+            torch.testing.assert_close(mf.model(*mf.inputs), before)
+        assert integ.handle.stats() == {sm.name: (2, 0)}
+        for shape in ((1, 8), (3, 32)):  # a batch of one, another length: the guards send them back
+            x = torch.randint(0, 128, shape)
+            with torch.no_grad():
+                with integ.handle.disabled():
+                    ref = mf.model(x)
+                integ.handle.reset_stats()
+                torch.testing.assert_close(mf.model(x), ref)
+            assert integ.handle.stats() == {sm.name: (0, 2)}
+    finally:
+        integ.handle.remove()
+
+
+def test_sdpa_decoder_attention_is_a_target(one_thread, tmp_path):
+    ns = runpy.run_path(str(LLAMA))
+    model = ns["get_model"](attention="sdpa").eval()
+    p = profile_model(model, ns["get_inputs"](), name="llama_sdpa", runs=2)
+    assert p.profile.untraced == ()
+    (attn,) = _by_kind(p.profile, "attention")
+    assert attn.ops == ("scaled_dot_product_attention",)
+    assert attn.module_paths == ("blocks.0.att", "blocks.1.att") and attn.calls == 2
+    tp = write_problem(attn, p.analysis.cuts[attn.name], p.analysis.captures[attn.name], tmp_path, "llama_sdpa")
+    module = load_problem(tp.path).load_module()
+    q, k, v = module.get_replay_inputs()[0]
+    with torch.no_grad():
+        torch.testing.assert_close(module.Model()(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True))

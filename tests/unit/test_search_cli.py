@@ -9,7 +9,7 @@ from pathlib import Path
 from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search.config import SearchConfig
-from kforge_desktop.search.engine import create_session
+from kforge_desktop.search.setup import create_session
 from kforge_desktop.store import SessionStore
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from kforge_desktop.kernels.evaluator import Evaluator
-from kforge_desktop.kernels.verdict import EvalOptions
+from kforge_desktop.kernels.options import EvalOptions
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search import events as ev
 from kforge_desktop.search.config import SearchConfig
-from kforge_desktop.search.engine import SearchEngine, create_session
+from kforge_desktop.search.engine import SearchEngine
+from kforge_desktop.search.setup import create_session
 from kforge_desktop.store import SessionStore
 
 pytestmark = pytest.mark.slow
@@ -98,9 +99,9 @@ def test_a_triton_seed_in_a_native_search_is_refined_as_a_whole_triton_module(tm
     store.record_verdict(seed, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
     engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=2))
     tree = engine._tree()
-    exp = engine._expansion(tree, seed, None)
+    exp = engine.planner.expansion(tree, seed, None, engine.config)
     assert exp.kind == "module"
-    ctx = engine._prompt(exp, tree)
+    ctx = engine.prompt(exp, tree)
     system, user = prompts.render(ctx)
     assert ctx.language == "triton" and module.strip() in user and "Triton" in system
     assert "kernel_forward" not in user  # the C++ signature is not asked for
@@ -110,9 +111,9 @@ def test_a_triton_seed_in_a_native_search_is_refined_as_a_whole_triton_module(tm
 def test_the_repair_of_a_failed_edit_asks_for_the_one_changed_function_next_to_its_working_version(tmp_path):
     """An edit that broke a correct kernel changed one helper; its repair shows that helper as it was
     when it worked, asks for only that helper, and the answer is merged back into the kernel."""
+    from kforge_desktop.csource.items import function_text
     from kforge_desktop.kernels.verdict import Verdict
     from kforge_desktop.llm import prompts
-    from kforge_desktop.search.scaffold import function_text
 
     store = SessionStore(tmp_path / "r.kforge")
     pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), SearchConfig(budget_candidates=2))
@@ -128,7 +129,7 @@ def test_the_repair_of_a_failed_edit_asks_for_the_one_changed_function_next_to_i
     tree = engine._tree()
     exp = engine.next_expansion(tree)
     assert (exp.kind, exp.parent_id, exp.target) == ("repair", edit, "row_max")
-    system, user = prompts.render(engine._prompt(exp, tree))
+    system, user = prompts.render(engine.prompt(exp, tree))
     assert good.strip() in user and "xr[c + 1]" in user  # the working and the broken version, side by side
     assert "only the fixed `row_max`" in user
     store.close()

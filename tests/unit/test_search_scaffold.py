@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kforge_desktop.csource.items import merge_functions, prune_unreachable, split_items
 from kforge_desktop.llm import prompts
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search.exemplars import (
@@ -20,14 +21,7 @@ from kforge_desktop.search.exemplars import (
     rank,
     seed_exemplars,
 )
-from kforge_desktop.search.scaffold import (
-    build_scaffold,
-    clean_kernel,
-    kernel_of_module,
-    merge_functions,
-    prune_unreachable,
-    split_items,
-)
+from kforge_desktop.search.scaffold import build_scaffold, clean_kernel, kernel_of_module
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "resources" / "problems"
 ALL = sorted(p.name for p in PROBLEMS.glob("*.py"))
@@ -260,8 +254,9 @@ def test_functions_nothing_calls_are_pruned():
 
 
 def test_the_const_pointer_error_is_fixed_mechanically_and_nothing_else_is():
+    from kforge_desktop.csource.autofix import autofix_const
     from kforge_desktop.kernels.native import syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix_const
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
               "    for (int64_t r = 0; r < rows; ++r) {\n"
@@ -279,8 +274,9 @@ def test_the_const_pointer_error_is_fixed_mechanically_and_nothing_else_is():
 
 
 def test_autofix_repairs_the_typical_small_model_mistakes_until_it_compiles():
+    from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
               "    #pragma omp parallel for collapse(2)\n"
@@ -308,8 +304,9 @@ def test_autofix_repairs_the_typical_small_model_mistakes_until_it_compiles():
 def test_autofix_drops_a_rejected_openmp_pragma_and_a_repeated_const():
     """Two mistakes the default model made in measured searches: an array in an OpenMP reduction
     clause, and ``const float const``. Without the pragma the loop is still correct."""
+    from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ("static inline float row_sumsq(const float* xr, int64_t cols) {\n"
               "    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
@@ -334,8 +331,9 @@ def test_autofix_declares_a_loop_variable_the_tail_loop_uses_and_drops_the_pragm
     """The default model's unrolled sum of squares, as it wrote it twice in a measured search (and
     repeated it unchanged when asked to repair it): the four accumulators are right, but ``c`` is
     declared inside the main loop and the old ``omp simd`` pragma no longer fits that loop."""
+    from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import build_native, syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ("static inline float row_sumsq(const float* xr, int64_t cols) {\n"
               "    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;\n"
@@ -370,8 +368,9 @@ def test_autofix_declares_a_loop_variable_the_tail_loop_uses_and_drops_the_pragm
 def test_autofix_makes_a_helper_void_when_it_returns_nothing_and_keeps_a_self_made_rsqrt():
     """The default model's straightforward RMSNorm: its own ``rsqrt`` helper (fine) and a ``float``
     scale_row with no return whose value no caller reads (a crash at run time, an error at build)."""
+    from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ("static inline float rsqrt(float x) {\n    return 1.0f / std::sqrt(x);\n}\n\n"
               "static inline float scale_row(const float* xr, float scale, float* yr, int64_t cols) {\n"
@@ -391,8 +390,9 @@ def test_autofix_makes_a_helper_void_when_it_returns_nothing_and_keeps_a_self_ma
 
 
 def test_autofix_makes_a_helper_parameter_const_when_a_const_input_is_passed_to_it():
+    from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ("static inline float row_sum(float* xr, float* yr, int64_t cols) {\n"
               "    float s = 0.0f;\n    for (int64_t c = 0; c < cols; ++c) { yr[c] = xr[c]; s += xr[c]; }\n"
@@ -410,8 +410,9 @@ def test_autofix_makes_a_helper_parameter_const_when_a_const_input_is_passed_to_
 def test_autofix_declares_the_tile_size_the_blocking_pattern_uses_and_keeps_the_parallel_loop():
     """cache_blocking's pattern declares `const int64_t tile = 8;`; the default model used `tile`
     without it in 7 of 25 compile errors of the measured searches."""
+    from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import syntax_check
-    from kforge_desktop.search.scaffold import PRELUDE, autofix
+    from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
               "    #pragma omp parallel for schedule(static)\n"
@@ -430,9 +431,9 @@ def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_dec
     declared `const` and then added to, and a line pasted from the entry point whose names do not
     exist in the helper and whose variable nothing reads. Both compile after the fixes, and both are
     correct GroupNorm + SiLU kernels."""
-    from kforge_desktop.search.engine import autofix_kernel
+    from kforge_desktop.csource.items import function_text
+    from kforge_desktop.search.answers import autofix_kernel
     from kforge_desktop.search.exemplars import provide_helpers
-    from kforge_desktop.search.scaffold import function_text
 
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     scaffold = build_scaffold(problem)

@@ -10,19 +10,20 @@ import pytest
 from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search import events as ev
+from kforge_desktop.search import prompting
 from kforge_desktop.search.config import SearchConfig
 from kforge_desktop.search.directives import CORRECT_FIRST, DIRECTIVES, choose_directive
-from kforge_desktop.search.engine import SearchEngine, create_session
-from kforge_desktop.search.events import NodeRecord
+from kforge_desktop.search.engine import SearchEngine
+from kforge_desktop.search.setup import create_session
 from kforge_desktop.search.strategies import MCTSParams, pending_repair, select, widening_limit
 from kforge_desktop.search.tree import Tree, backprop, reward
-from kforge_desktop.store import SessionStore
+from kforge_desktop.store import NodeRecord, SessionStore
 
 REPO_PROBLEMS = __import__("pathlib").Path(__file__).resolve().parents[2] / "resources" / "problems"
 
 
-def ok(s: float) -> Verdict:
-    return Verdict("ok", "correct", speedup=s, latency_ms=1.0, baseline_ms=s)
+def ok(s: float, **kw) -> Verdict:
+    return Verdict("ok", "correct", **{"speedup": s, "latency_ms": 1.0, "baseline_ms": s, "significant": True, **kw})
 
 
 def node(i, parent, *, origin="llm", kind="whole", verdict=None, state=None, visits=0, value=0.0,
@@ -41,6 +42,22 @@ def test_reward_orders_failures_below_any_success_and_grows_with_speedup():
     assert successes == sorted(successes) and successes[-1] == 1.0
     assert 0.0 <= min(failures) and reward(ok(1.0)) == pytest.approx(0.675)
     assert reward(None) == 0.0
+
+
+def test_reward_believes_no_lucky_median():
+    noisy = ok(3.5, significant=False, latency_iqr_ms=7.9)  # "3.51x (within noise)"
+    assert reward(noisy) == reward(ok(1.0))
+    assert reward(ok(3.5, disturbed="the runs sat on whole milliseconds")) == reward(ok(1.0))
+    spread = ok(2.0, latency_iqr_ms=0.5, baseline_iqr_ms=0.4)  # 2x on medians, 1.44x at the IQRs' ends
+    assert reward(ok(1.0)) < reward(spread) < reward(ok(2.0))
+
+
+def test_a_kernel_that_leaves_work_to_pytorch_is_chosen_only_when_pinned():
+    partial = ok(3.0, library_calls=("aten::mean", "aten::pow"))
+    nodes = [node(1, None, origin="root"), node(2, 1, verdict=ok(1.5)), node(3, 1, verdict=partial)]
+    assert Tree(nodes).best().id == 2
+    nodes[2] = node(3, 1, verdict=partial, pinned=True)
+    assert Tree(nodes).best().id == 3
 
 
 def test_backprop_adds_a_visit_on_the_path_and_keeps_the_best_value():
@@ -397,16 +414,16 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
     tree = Tree(store.nodes(pid))
     exp = engine.next_expansion(tree)
     assert (exp.kind, exp.directive, exp.target) == ("edit", "cache_blocking", "kernel_forward")
-    ctx = engine._prompt(exp, tree)
+    ctx = engine.prompt(exp, tree)
     assert "fast_exp(float x);  provided" in ctx.parent_code and "12582912.0f" not in ctx.parent_code
-    assert engine._prefill(ctx) == ('```cpp\nextern "C" void kernel_forward(const float* x, float* out, int64_t rows, '
+    assert prompting.prefill(ctx, engine.config, engine.scaffold()) == ('```cpp\nextern "C" void kernel_forward(const float* x, float* out, int64_t rows, '
                                     'int64_t cols) {\n')
-    helper = engine._prefill(replace(ctx, target="exp_row"))
+    helper = prompting.prefill(replace(ctx, target="exp_row"), engine.config, engine.scaffold())
     assert helper == "```cpp\nstatic inline float exp_row(const float* xr, float m, float* yr, int64_t cols) {\n"
     # repairs of a whole file and from-scratch kernels are not begun for the model
-    assert engine._prefill(replace(ctx, kind="whole")) == ""
+    assert prompting.prefill(replace(ctx, kind="whole"), engine.config, engine.scaffold()) == ""
     engine.config = replace(engine.config, prefill=False)
-    assert engine._prefill(ctx) == ""
+    assert prompting.prefill(ctx, engine.config, engine.scaffold()) == ""
 
 
 def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kernel():

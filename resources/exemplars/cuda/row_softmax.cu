@@ -1,10 +1,15 @@
 // exemplar: row_softmax
 // keywords: softmax row exp max sum normalize attention logits dim
 // ops: softmax _softmax exp amax max sum sub div
-// about: softmax over the last dimension: one block per row, block-wide max and sum via warp shuffles.
+// about: softmax over the last dimension: one block per row held in registers (float4 loads), online max and sum, warp-shuffle reductions; reads x once, writes out once.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cfloat>
+#include <cmath>
+
+// Each thread keeps VEC float4 of its row in registers, so rows of up to 1024 * VEC * 4 = 32768 values
+// are read from memory once. Longer rows are done in tiles of that size (the earlier tiles read twice).
+constexpr int VEC = 8;
 
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
@@ -14,34 +19,89 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
     return v;
 }
-// reduce across the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result
-template <bool IsMax>
-__device__ float block_reduce(float v, float* smem) {
-    v = IsMax ? warp_max(v) : warp_sum(v);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    if (lane == 0) smem[warp] = v;
+// max / sum over the block (blockDim.x a multiple of 32): each warp reduces, then the warps' results
+__device__ float block_max(float v, float* smem) {
+    v = warp_max(v);
+    if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
     __syncthreads();
-    v = lane < nwarps ? smem[lane] : (IsMax ? -FLT_MAX : 0.0f);
-    v = IsMax ? warp_max(v) : warp_sum(v);
+    v = threadIdx.x % 32 < blockDim.x / 32 ? smem[threadIdx.x % 32] : -FLT_MAX;
+    v = warp_max(v);
+    __syncthreads();  // smem is reused by the next reduction
+    return v;
+}
+__device__ float block_sum(float v, float* smem) {
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x % 32 < blockDim.x / 32 ? smem[threadIdx.x % 32] : 0.0f;
+    v = warp_sum(v);
     __syncthreads();
     return v;
 }
 
-__global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ out, int64_t cols) {
+// the 4 values at columns c..c+3 of a row (c a multiple of 4); columns >= n read as `fill`.
+// vec: the row starts 16-byte aligned, so 4 values inside the row are one float4 load.
+__device__ __forceinline__ float4 load4(const float* row, int64_t c, int64_t n, bool vec, float fill) {
+    if (vec && c + 4 <= n) return *reinterpret_cast<const float4*>(row + c);
+    return make_float4(c < n ? row[c] : fill, c + 1 < n ? row[c + 1] : fill,
+                       c + 2 < n ? row[c + 2] : fill, c + 3 < n ? row[c + 3] : fill);
+}
+__device__ __forceinline__ void store4(float* row, int64_t c, int64_t n, bool vec, float4 v) {
+    if (vec && c + 4 <= n) {
+        *reinterpret_cast<float4*>(row + c) = v;
+        return;
+    }
+    if (c < n) row[c] = v.x;
+    if (c + 1 < n) row[c + 1] = v.y;
+    if (c + 2 < n) row[c + 2] = v.z;
+    if (c + 3 < n) row[c + 3] = v.w;
+}
+
+__global__ void __launch_bounds__(1024) softmax_rows(const float* __restrict__ x, float* __restrict__ out,
+                                                     int64_t cols, bool vec) {
     __shared__ float smem[32];
     const float* xr = x + blockIdx.x * cols;
     float* yr = out + blockIdx.x * cols;
-    float m = -FLT_MAX;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
-    m = block_reduce<true>(m, smem);
-    float s = 0.0f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += __expf(xr[c] - m);
-    s = block_reduce<false>(s, smem);
-    const float inv = 1.0f / s;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __expf(xr[c] - m) * inv;
+    const int64_t tile = (int64_t)blockDim.x * VEC * 4;  // columns the block holds at once
+    float4 v[VEC];
+    // pass 1 (online softmax): this thread's running max m and sum s of exp(x - m)
+    float m = -FLT_MAX, s = 0.0f;
+    for (int64_t t0 = 0; t0 < cols; t0 += tile) {
+        float tile_max = -FLT_MAX;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {  // thread t holds float4 number k * blockDim.x + t: coalesced
+            v[k] = load4(xr, t0 + (k * blockDim.x + threadIdx.x) * 4, cols, vec, -INFINITY);
+            tile_max = fmaxf(tile_max, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+        }
+        const float m_new = fmaxf(m, tile_max);
+        s *= __expf(m - m_new);  // rescale the sum so far to the new max
+#pragma unroll
+        for (int k = 0; k < VEC; ++k)
+            s += __expf(v[k].x - m_new) + __expf(v[k].y - m_new) + __expf(v[k].z - m_new) + __expf(v[k].w - m_new);
+        m = m_new;
+    }
+    // the row's max, then every thread's sum rescaled to it
+    const float row_max = block_max(m, smem);
+    const float inv_sum = 1.0f / block_sum(s * __expf(m - row_max), smem);
+    // pass 2: write; the last tile is still in registers (for rows up to 32768 values, the only one)
+    for (int64_t t0 = 0; t0 < cols; t0 += tile) {
+        const bool in_registers = t0 + tile >= cols;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const int64_t c = t0 + (k * blockDim.x + threadIdx.x) * 4;
+            const float4 a = in_registers ? v[k] : load4(xr, c, cols, vec, -INFINITY);
+            store4(yr, c, cols, vec, make_float4(__expf(a.x - row_max) * inv_sum, __expf(a.y - row_max) * inv_sum,
+                                                 __expf(a.z - row_max) * inv_sum, __expf(a.w - row_max) * inv_sum));
+        }
+    }
 }
 
 extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, cudaStream_t stream) {
-    const int threads = cols >= 1024 ? 1024 : (cols >= 256 ? 256 : 128);
-    softmax_rows<<<(unsigned)rows, threads, 0, stream>>>(x, out, cols);
+    if (rows <= 0 || cols <= 0) return;
+    // enough threads that each holds at most VEC float4 of the row: a multiple of 32, from 32 to 1024
+    int64_t threads = ((cols + 3) / 4 + VEC - 1) / VEC;
+    threads = (threads + 31) / 32 * 32;
+    threads = threads < 32 ? 32 : (threads > 1024 ? 1024 : threads);
+    const bool vec = cols % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 16 == 0;
+    softmax_rows<<<(unsigned)rows, (unsigned)threads, 0, stream>>>(x, out, cols, vec);
 }

@@ -1,33 +1,58 @@
 // exemplar: silu_mul
 // keywords: silu swish swiglu sigmoid gate mul multiply elementwise activation mlp
 // ops: silu mul sigmoid
-// about: silu(a) * b elementwise; float4 loads when the size allows, grid-stride loop.
+// about: silu(a) * b elementwise: float4 loads, VEC float4 per thread, scalar tail.
 #include <cuda_runtime.h>
 #include <cstdint>
+#include <cmath>
+
+// Each thread maps VEC float4 (16 values): its loads are issued together, so enough bytes are in flight
+// to keep memory busy. Sizes not a multiple of 4, or unaligned pointers, take the scalar path of load4/store4.
+constexpr int VEC = 4;
+
+// the 4 values at offsets c..c+3 of p (c a multiple of 4); offsets >= n read as `fill` (and are not read).
+// vec: p is 16-byte aligned, so 4 values below n are one float4 load.
+__device__ __forceinline__ float4 load4(const float* p, int64_t c, int64_t n, bool vec, float fill) {
+    if (vec && c + 4 <= n) return *reinterpret_cast<const float4*>(p + c);
+    return make_float4(c < n ? p[c] : fill, c + 1 < n ? p[c + 1] : fill,
+                       c + 2 < n ? p[c + 2] : fill, c + 3 < n ? p[c + 3] : fill);
+}
+__device__ __forceinline__ void store4(float* p, int64_t c, int64_t n, bool vec, float4 v) {
+    if (vec && c + 4 <= n) {
+        *reinterpret_cast<float4*>(p + c) = v;
+        return;
+    }
+    if (c < n) p[c] = v.x;
+    if (c + 1 < n) p[c + 1] = v.y;
+    if (c + 2 < n) p[c + 2] = v.z;
+    if (c + 3 < n) p[c + 3] = v.w;
+}
 
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
 
-__global__ void silu_mul_vec4(const float4* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ out,
-                              int64_t n4) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        float4 x = a[i], y = b[i];
-        out[i] = make_float4(silu(x.x) * y.x, silu(x.y) * y.y, silu(x.z) * y.z, silu(x.w) * y.w);
+__global__ void silu_mul_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
+                                int64_t n, bool vec) {
+    // this block covers blockDim.x * VEC float4; thread t takes float4 number k * blockDim.x + t: coalesced
+    const int64_t base = (int64_t)blockIdx.x * blockDim.x * VEC * 4 + threadIdx.x * 4;
+    float4 va[VEC], vb[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        va[k] = load4(a, base + k * blockDim.x * 4, n, vec, 0.0f);
+        vb[k] = load4(b, base + k * blockDim.x * 4, n, vec, 0.0f);
     }
-}
-__global__ void silu_mul_scalar(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
-                                int64_t start, int64_t n) {
-    for (int64_t i = start + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = silu(a[i]) * b[i];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+        store4(out, base + k * blockDim.x * 4, n, vec,
+               make_float4(silu(va[k].x) * vb[k].x, silu(va[k].y) * vb[k].y, silu(va[k].z) * vb[k].z,
+                           silu(va[k].w) * vb[k].w));
 }
 
 extern "C" void kernel_forward(const float* a, const float* b, float* out, int64_t rows, int64_t cols,
                                cudaStream_t stream) {
-    const int64_t n = rows * cols, n4 = n / 4;
+    const int64_t n = rows * cols;
+    if (n <= 0) return;
     const int threads = 256;
-    if (n4 > 0) {
-        int64_t blocks = (n4 + threads - 1) / threads;
-        silu_mul_vec4<<<(unsigned)(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
-            (const float4*)a, (const float4*)b, (float4*)out, n4);
-    }
-    if (n4 * 4 < n) silu_mul_scalar<<<1, threads, 0, stream>>>(a, b, out, n4 * 4, n);
+    const int64_t blocks = (n + threads * VEC * 4 - 1) / (threads * VEC * 4);
+    const bool vec = (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && (uintptr_t)out % 16 == 0;
+    silu_mul_kernel<<<(unsigned)blocks, threads, 0, stream>>>(a, b, out, n, vec);
 }

@@ -1,0 +1,304 @@
+"""Mechanical fixes for the compile errors a small model makes most often, driven by the compiler's
+own messages (``autofix``). No judgement is involved, so no LLM call and no budget is spent; the
+caller checks the fixed kernel again.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .items import ENTRY, split_items
+
+_CONST_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: invalid conversion from [‘'`]const (\w+)\s*\*[’'`] to "
+                        r"[‘'`](\w+)\s*\*[’'`]")
+_DECL = re.compile(r"^(\s*)(?!const\b)((?:unsigned\s+)?\w+\s*\*\s*(?:__restrict__\s+)?\w+\s*=)")
+_CONST_ARG_NOTE = re.compile(r"error: invalid conversion from [‘'`]const \w+\s*\*[’'`][^\n]*\n(?:[^\n]*\n){0,6}?"
+                             r"kernel\.(?:cpp|cu):(\d+):(\d+): note:\s+initializing argument \d+ of")
+_COLLAPSE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: not enough (?:for )?loops to collapse")
+_ANY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error:")
+_UNDECLARED = re.compile(r"error: [‘'`](\w+)[’'`] was not declared in this scope")
+_UNDECLARED_AT = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: [‘'`](\w+)[’'`] was not declared in this scope")
+# OpenMP's canonical-loop errors, reported on the loop the pragma applies to
+_OMP_LOOP_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:invalid controlling predicate|invalid increment "
+                           r"expression|expected iteration declaration or initialization|invalid type for iteration "
+                           r"variable|initializer expression refers to iteration variable)")
+_FN_HEAD = re.compile(r"^\S.*\)\s*(?:const\s*)?\{?\s*$")
+_NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
+
+
+def _void_unused(lines: list[str], end: int) -> bool:
+    """The function whose closing brace is line ``end`` has no ``return value;`` and every call of it
+    is a statement of its own: declare it ``void`` (what the body does is all the callers use)."""
+    for k in range(end, -1, -1):
+        m = re.match(r"^((?:static\s+|inline\s+|extern\s+\"C\"\s+)*)(float|double|int|int64_t|bool)\s+(\w+)\s*\(",
+                     lines[k])
+        if m:
+            break
+        if k < end and lines[k].startswith("}"):
+            return False
+    else:
+        return False
+    body = "\n".join(lines[k:end + 1])
+    if re.search(r"\breturn\s+[^;\s]", body):
+        return False
+    name = m.group(3)
+    rest = "\n".join(lines[:k] + lines[end + 1:])
+    calls = re.findall(rf"([^\n]*?)\b{re.escape(name)}\s*\(", rest)
+    if any(not re.fullmatch(r"\s*", before) for before in calls):
+        return False  # some caller uses the value
+    lines[k] = lines[k][: m.start(2)] + "void" + lines[k][m.end(2):]
+    return True
+
+
+# constants the directive patterns declare (cache_blocking's `const int64_t tile = 8;`), which the model
+# sometimes uses without declaring (docs/benchmarks.md counts how often)
+PATTERN_CONSTANTS = {"tile": "const int64_t tile = 8;"}
+
+
+def _declare_constant(lines: list[str], idx: int, name: str) -> bool:
+    """Declare a pattern constant at the top of the function that uses it (once)."""
+    for k in range(idx, -1, -1):
+        if _FN_HEAD.match(lines[k]):
+            if any(PATTERN_CONSTANTS[name] in line for line in lines[k:idx]):
+                return False
+            at = k + 1 if lines[k].rstrip().endswith("{") else k + 2
+            lines.insert(at, "    " + PATTERN_CONSTANTS[name])
+            return True
+    return False
+
+
+def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
+    """``for (int64_t c = 0; ...) {...} for (; c < n; ++c)``: the tail loop uses the variable of the
+    loop before it. Declare it before that loop (and before the pragmas on it) instead."""
+    if not re.match(rf"\s*for\s*\(\s*;[^;]*\b{re.escape(name)}\b", lines[idx]):
+        return False
+    decl = re.compile(rf"for\s*\(\s*((?:const\s+)?(?:std::)?(?:int64_t|int32_t|int|long|long long|size_t|unsigned))\s+"
+                      rf"{re.escape(name)}\s*=\s*([^;]+);")
+    declared = re.compile(rf"^\s*(?:int64_t|int32_t|int|long|size_t)\s+{re.escape(name)}\s*=")
+    empty_init = re.compile(rf"^\s*for\s*\(\s*;[^;]*\b{re.escape(name)}\b")
+    first_use = idx  # the topmost loop of this function that uses the variable without declaring it
+
+    def declare(at: int, text: str) -> None:
+        while at > 0 and re.match(r"\s*#\s*pragma\b", lines[at - 1]):
+            at -= 1  # before the pragmas on the loop
+        lines.insert(at, text)
+
+    for k in range(idx - 1, max(-1, idx - 60), -1):
+        if declared.match(lines[k]):
+            return False  # declared already (by an earlier fix)
+        m = decl.search(lines[k])
+        if m:
+            indent = re.match(r"\s*", lines[k]).group(0)
+            lines[k] = lines[k][: m.start()] + "for (;" + lines[k][m.end():]
+            declare(k, f"{indent}{m.group(1)} {name} = {m.group(2).strip()};")
+            return True
+        if empty_init.match(lines[k]):
+            first_use = k
+        if _FN_HEAD.match(lines[k]):
+            break
+    # no loop declares it: the unrolled loop that comes first starts from 0
+    indent = re.match(r"\s*", lines[first_use]).group(0)
+    declare(first_use, f"{indent}int64_t {name} = 0;")
+    return True
+
+
+_READ_ONLY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: assignment of read-only variable [‘'`](\w+)[’'`]")
+_LOCAL_DECL = re.compile(r"^\s*(?:const\s+)?(?:float|double|int|int64_t|int32_t|long|size_t|auto)\s+(\w+)\s*=[^;]*;\s*(?://.*)?$")
+
+
+def _function_span(lines: list[str], idx: int) -> tuple[int, int] | None:
+    """(head line, closing line) of the top-level function around line ``idx``."""
+    head = next((k for k in range(idx, -1, -1) if _FN_HEAD.match(lines[k])), None)
+    if head is None:
+        return None
+    end = next((k for k in range(idx, len(lines)) if lines[k].startswith("}")), len(lines) - 1)
+    return head, end
+
+
+def _drop_unused_declaration(lines: list[str], idx: int, name: str) -> bool:
+    """``const int64_t count = per_group * spatial;`` pasted into a helper where ``per_group`` does not
+    exist: a local declaration that uses an undeclared name and that nothing else in the function
+    reads is dropped (it can have no effect on the result)."""
+    m = _LOCAL_DECL.match(lines[idx])
+    span = _function_span(lines, idx)
+    if not m or span is None or not re.search(rf"\b{re.escape(name)}\b", lines[idx].split("=", 1)[1]):
+        return False
+    declared = m.group(1)
+    if any(re.search(rf"\b{re.escape(declared)}\b", lines[k]) for k in range(span[0], span[1] + 1) if k != idx):
+        return False
+    lines[idx] = ""  # blank, not removed: the compiler's other line numbers stay valid
+    return True
+
+
+def _unconst_assigned(lines: list[str], idx: int, name: str) -> bool:
+    """``const float s0 = v[0];`` and then ``s0 += v[c];``: a local declared const but assigned later
+    loses the const (which changes nothing else in a program that compiles)."""
+    span = _function_span(lines, idx)
+    if span is None:
+        return False
+    decl = re.compile(rf"\bconst\s+((?:float|double|int|int64_t|int32_t|long|size_t|auto)\s+{re.escape(name)}\s*[=;])")
+    for k in range(idx - 1, span[0] - 1, -1):
+        if decl.search(lines[k]):
+            lines[k] = decl.sub(r"\1", lines[k], count=1)
+            return True
+    return False
+
+
+def _line_offset(prelude: str) -> int:
+    return (prelude + "\n").count("\n") if prelude else 0
+
+
+def _replace_call(text: str, name: str, template: str) -> str:
+    """Rewrite every ``name(arg)`` as ``template.format(arg)``, matching parentheses."""
+    out, i = [], 0
+    pat = re.compile(rf"{re.escape(name)}\s*\(")
+    while True:
+        m = pat.search(text, i)
+        if not m:
+            out.append(text[i:])
+            return "".join(out)
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += text[j] == "("
+            depth -= text[j] == ")"
+            j += 1
+        if depth:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:m.start()] + template.format(text[m.end():j - 1]))
+        i = j
+
+
+def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple[str, list[str]] | None:
+    """Mechanical fixes for the compile errors a small model makes most often here, driven by the
+    compiler's own messages; no judgement, so no LLM call and no budget spent:
+
+    - a pointer into a ``const`` input declared without ``const`` (``float* xr = x + r * cols;``);
+    - ``collapse(n)`` on an OpenMP loop nest that no longer has n loops, and any other OpenMP pragma
+      the compiler rejects (dropped: a pragma only speeds a correct loop up);
+    - ``const float const`` (a repeated qualifier);
+    - a helper used before it is defined (forward declarations are added);
+    - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``;
+    - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
+      undeclared name (dropped).
+
+    ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
+    ``entry`` is the kernel's ``extern "C"`` entry point, which needs no forward declaration.
+    Returns (fixed kernel, what was fixed) or None when nothing applied. The caller re-checks."""
+    offset = _line_offset(prelude)
+    lines = kernel.split("\n")
+    notes: list[str] = []
+    for m in _CONST_ERR.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines):
+            fixed = _DECL.sub(r"\1const \2", lines[idx], count=1)
+            if fixed != lines[idx]:
+                lines[idx] = fixed
+                if "const pointers" not in notes:
+                    notes.append("const pointers")
+    for m in _CONST_ARG_NOTE.finditer(errors):  # a const input passed to a helper's non-const parameter
+        idx, col = int(m.group(1)) - 1 - offset, int(m.group(2)) - 1
+        if 0 <= idx < len(lines):
+            params = list(re.finditer(r"(?<![\w\s])(\s*)(float|double|int|int64_t)(\s*\*)", lines[idx]))
+            near = [p for p in params if p.start(2) <= col + 2 and col <= p.end(3) + 32]
+            if near:
+                p = min(near, key=lambda p: abs(p.start(2) - col))
+                lines[idx] = lines[idx][: p.start(2)] + "const " + lines[idx][p.start(2):]
+                if "const pointers" not in notes:
+                    notes.append("const pointers")
+    for m in _COLLAPSE_ERR.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        for k in range(max(0, idx - 3), min(len(lines), idx + 1))[::-1]:
+            if "collapse" in lines[k] and "#pragma" in lines[k]:
+                lines[k] = re.sub(r"\s*collapse\s*\(\s*\d+\s*\)", "", lines[k])
+                notes.append("collapse clause")
+                break
+    for m in _ANY_ERR.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and re.match(r"\s*#\s*pragma\s+omp\b", lines[idx]):
+            lines[idx] = ""  # an OpenMP pragma only ever speeds a correct loop up: without it, still correct
+            if "OpenMP pragma" not in notes:
+                notes.append("OpenMP pragma")
+    # a loop that uses an undeclared name is judged again once the name is declared (below)
+    undeclared_lines = {int(m.group(1)) - 1 - offset for m in _UNDECLARED_AT.finditer(errors)
+                        if m.group(2) in PATTERN_CONSTANTS}
+    for m in _OMP_LOOP_ERR.finditer(errors):  # the loop is not in OpenMP's form: its pragma goes
+        idx = int(m.group(1)) - 1 - offset
+        if idx in undeclared_lines:
+            continue
+        k = idx - 1
+        while 0 <= k < len(lines) and not lines[k].strip():
+            k -= 1
+        if 0 <= k < len(lines) and re.match(r"\s*#\s*pragma\s+omp\b", lines[k]):
+            lines[k] = ""
+            if "OpenMP pragma" not in notes:
+                notes.append("OpenMP pragma")
+    for m in _NO_RETURN_ERR.finditer(errors):  # promises a value, returns none, and no caller reads one: void
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and _void_unused(lines, idx):
+            if "void return type" not in notes:
+                notes.append("void return type")
+    for m in _READ_ONLY_ERR.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and _unconst_assigned(lines, idx, m.group(2)):
+            if "const dropped from an assigned variable" not in notes:
+                notes.append("const dropped from an assigned variable")
+    hoisted = False
+    # bottom up, as both fixes insert a line above the error; each checks the line it is given first
+    for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):
+        idx, name = int(m.group(1)) - 1 - offset, m.group(2)
+        if not 0 <= idx < len(lines):
+            continue
+        if name in PATTERN_CONSTANTS:
+            if _declare_constant(lines, idx, name):
+                notes.append(f"`{name}` declared")
+        elif _drop_unused_declaration(lines, idx, name):
+            if "unused declaration dropped" not in notes:
+                notes.append("unused declaration dropped")
+        elif _hoist_loop_variable(lines, idx, name):
+            hoisted = True
+    if hoisted:
+        notes.append("loop variable declared before its loop")
+    for i, line in enumerate(lines):
+        fixed = re.sub(r"\bconst\s+((?:unsigned\s+)?\w+)\s+const\b(?!\s*\*)", r"const \1", line)
+        if fixed != line:
+            lines[i] = fixed
+            if "duplicate const" not in notes:
+                notes.append("duplicate const")
+    text = "\n".join(lines)
+    undeclared = set(_UNDECLARED.findall(errors))
+    items = split_items(text)
+    defined = {it.name: it for it in items if it.kind == "function"}
+    late = [n for n in undeclared if n in defined and n != entry]
+    if late:
+        protos = []
+        for it in items:
+            if it.kind == "function" and it.name != entry:
+                head = it.text[: it.text.index("{")].strip()
+                if not head.startswith("extern"):
+                    protos.append(head + ";")
+        first_fn = next((it.text for it in items if it.kind != "line"), None)
+        if protos and first_fn:
+            text = text.replace(first_fn, "\n".join(protos) + "\n\n" + first_fn, 1)
+            notes.append("forward declarations")
+    if re.search(r"\bstd::rsqrt\s*\(", text) or (prelude.startswith("#include <cmath>") and re.search(r"(?<![\w:])rsqrtf?\s*\(", text)):
+        before = text
+        text = _replace_call(text, "std::rsqrt", "(1.0f / std::sqrt({}))")
+        if "cuda_runtime" not in prelude and not re.search(r"\b(?:float|double|auto)\s+rsqrtf?\s*\(", text):
+            # (a kernel that defines its own rsqrt keeps it)
+            text = re.sub(r"(?<![\w:.])rsqrtf?\s*\(", "__kf_rsqrt(", text)
+            text = _replace_call(text, "__kf_rsqrt", "(1.0f / std::sqrt({}))")
+        if text != before:
+            notes.append("rsqrt")
+    if re.search(r"\b(?:std|math)::pi\b", text):
+        text = re.sub(r"\b(?:std|math)::pi\b", "3.14159265358979f", text)
+        notes.append("pi")
+    if not notes or text == kernel:
+        return None
+    return text, notes
+
+
+def autofix_const(kernel: str, prelude: str, errors: str) -> str | None:
+    """Only the const-pointer fix of ``autofix`` (kept for callers that want just that one)."""
+    out = autofix(kernel, prelude, errors)
+    return out[0] if out and "const pointers" in out[1] else None

@@ -1,0 +1,193 @@
+"""The top-level items of a C/C++ file (functions, structs, preprocessor and other lines), and the
+surgery done with them: an edit answer replaces only the functions it rewrites (``merge_functions``),
+test drivers nothing calls are dropped (``prune_unreachable``), a prompt quotes one function.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .comments import strip_cpp_comments
+
+ENTRY = "kernel_forward"  # the entry point of a scaffolded kernel (search.scaffold.FUNCTION)
+
+# an include of torch's, ATen's or pybind11's headers: a native kernel without them builds in a second,
+# one with them needs the full extension build
+TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch|ATen|pybind11|c10)")
+
+
+@dataclass(frozen=True)
+class CItem:
+    """A top-level item of a C/C++ file: a function, a struct/class, or a preprocessor/other line."""
+
+    kind: str  # function | block | line
+    name: str
+    text: str
+
+
+def split_items(code: str) -> list[CItem]:
+    """Top-level functions and blocks of a C++ file, by brace matching (comments and strings skipped)."""
+    items: list[CItem] = []
+    i, n = 0, len(code)
+    start = 0
+    depth = 0
+    body_start = -1
+
+    def flush_lines(upto: int) -> None:
+        chunk = code[start:upto]
+        for line in chunk.splitlines():
+            if line.strip():
+                items.append(CItem("line", "", line))
+
+    while i < n:
+        ch = code[i]
+        if code.startswith("//", i):
+            j = code.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if code.startswith("/*", i):
+            j = code.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if ch in "\"'":
+            j = i + 1
+            while j < n and code[j] != ch:
+                j += 2 if code[j] == "\\" else 1
+            i = j + 1
+            continue
+        if ch == "#" and depth == 0 and (i == 0 or code[i - 1] == "\n" or code[:i].rstrip(" \t").endswith("\n")):
+            flush_lines(i)
+            j = i
+            while True:
+                k = code.find("\n", j)
+                if k < 0:
+                    k = n
+                    break
+                if code[k - 1] == "\\":
+                    j = k + 1
+                    continue
+                break
+            items.append(CItem("line", "", code[i:k].strip()))
+            i = start = k
+            continue
+        if ch == "{":
+            if depth == 0:
+                body_start = i
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0 and body_start >= 0:
+                end = i + 1
+                if code[end:].lstrip().startswith(";"):
+                    end = code.index(";", end) + 1
+                head = code[start:body_start]
+                text = code[start:end].strip()
+                m = re.search(r"(\w+)\s*\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?:const\s*)?(?:noexcept\s*)?$", head.strip())
+                if m and not re.match(r"\s*(struct|class|union|enum|namespace)\b", head):
+                    items.append(CItem("function", m.group(1), text))
+                else:
+                    sm = re.search(r"\b(?:struct|class|union|enum|namespace)\s+(\w+)", head)
+                    items.append(CItem("block", sm.group(1) if sm else "", text))
+                start = end
+                i = end
+                body_start = -1
+                continue
+            if depth < 0:
+                depth = 0
+        elif ch == ";" and depth == 0:
+            stmt = code[start:i + 1].strip()
+            if stmt:
+                items.append(CItem("line", "", stmt))
+            start = i + 1
+        i += 1
+    tail = code[start:].strip()
+    if tail:
+        items.append(CItem("line", "", tail))
+    return items
+
+
+def merge_functions(parent: str, answer: str) -> str:
+    """Replace the parent's functions (and structs) by the answer's versions of the same name;
+    keep the rest of the parent; add new helpers before the first function that uses them.
+    An answer that redefines everything becomes the new file (a rewrite)."""
+    old = split_items(parent)
+    new = split_items(answer)
+    new_named = {it.name: it for it in new if it.kind != "line" and it.name}
+    if not new_named:
+        return parent
+    old_names = {it.name for it in old if it.kind != "line" and it.name}
+    added = [it for it in new if it.kind != "line" and it.name and it.name not in old_names]
+    new_lines = [it.text for it in new if it.kind == "line"]
+    out: list[str] = []
+    seen_lines = set()
+    for it in old:
+        if it.kind == "line":
+            out.append(it.text)
+            seen_lines.add(it.text)
+    for line in new_lines:
+        if line not in seen_lines:
+            out.append(line)
+            seen_lines.add(line)
+    merged = [(it, new_named[it.name].text if it.name in new_named else it.text) for it in old if it.kind != "line"]
+    body: list[str] = []
+    pending_added = list(added)
+    first_fn = None
+    for it, text in merged:
+        if it.kind != "function":
+            body.append(text)
+            continue
+        if first_fn is None:
+            first_fn = len(body)
+        # a new helper goes right before the first function that calls it, so it comes after the
+        # helpers it calls itself (C++ needs a declaration before each use)
+        for a in [a for a in pending_added if re.search(rf"\b{re.escape(a.name)}\s*\(", text)]:
+            body.append(a.text)
+            pending_added.remove(a)
+        body.append(text)
+    at = len(body) if first_fn is None else first_fn
+    body[at:at] = [a.text for a in pending_added]  # called by nothing: before every function
+    return "\n".join(out) + "\n\n" + "\n\n".join(body) + "\n"
+
+
+def function_text(code: str, name: str) -> str | None:
+    """Function ``name`` of ``code`` as written, with the comments above it; None if not defined."""
+    for it in split_items(code):
+        if it.kind == "function" and it.name == name:
+            return it.text
+    return None
+
+
+def function_head(code: str, name: str) -> str | None:
+    """The first line of function ``name`` in ``code``: its declaration up to and including the
+    opening brace, without the comments above it (``extern "C" void kernel_forward(...) {``)."""
+    text = function_text(code, name)
+    if text is None:
+        return None
+    text = strip_cpp_comments(text)
+    brace = text.find("{")
+    if brace < 0:
+        return None
+    return " ".join(text[:brace].split()) + " {"
+
+
+def prune_unreachable(code: str, entry: str = ENTRY) -> str:
+    """Drop top-level functions nothing reachable from ``entry`` calls (the test drivers, ``main()``
+    and stray examples small models append); they can only break the build."""
+    items = split_items(code)
+    funcs = {it.name: it for it in items if it.kind == "function"}
+    if entry not in funcs:
+        return code
+    keep, todo = {entry}, [entry]
+    while todo:
+        text = funcs[todo.pop()].text
+        for name in funcs:
+            if name not in keep and re.search(rf"\b{re.escape(name)}\s*[(<]", text):
+                keep.add(name)
+                todo.append(name)
+    if len(keep) == len(funcs):
+        return code
+    lines = [it.text for it in items if it.kind == "line"]
+    body = [it.text for it in items if it.kind == "block" or (it.kind == "function" and it.name in keep)]
+    return "\n".join(lines) + "\n\n" + "\n\n".join(body) + "\n"
+

@@ -1,0 +1,150 @@
+"""What the model is shown for one expansion: the prompt context, the answer's first line, the request.
+
+The prompt templates themselves live in ``llm.prompts``; this module decides what goes into them
+for a planned expansion: the problem, the scaffold's signature, the device, the parent's code as
+the prompt shows it (shared helpers collapsed), the exemplar closest to the problem for a kernel
+written from scratch, the error of a failed parent, and the approaches that already failed below
+the node, so that the model is not asked again for what it could not do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..csource.items import function_head, function_text
+from ..llm import prompts
+from ..llm.generator import Generation, GenerationRequest
+from .config import SearchConfig
+from .directives import directive_by_key
+from .exemplars import EPILOGUE_OPS, PROVIDED, SHARED_HELPERS, best_exemplar, collapse_helpers, missing_ops
+from .scaffold import FUNCTION, Scaffold
+from .tree import Tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..store.records import NodeRecord
+    from .planner import Expansion
+
+
+def device_lines(device: str) -> str:
+    """The device's facts as a prompt states them (SMs, shared memory, SIMD...)."""
+    try:
+        from ..hardware import device_facts
+
+        return device_facts(device).prompt_lines()
+    except Exception:  # facts are a nicety in a prompt, never a reason to fail
+        return ""
+
+
+def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord], language: str,
+                   problem_source: str, scaffold: Scaffold | None, config: SearchConfig) -> prompts.PromptContext:
+    """The prompt for ``exp``; ``node`` returns a full record (with source) by id."""
+    parent = node(exp.parent_id)
+    failed = tuple(f"{directive_label(language, k)}: {why}" for k, why in tree.failed_approaches(exp.parent_id))
+    common = dict(language=language, problem_source=problem_source, device=device_lines(config.device),
+                  failed=failed[-4:])
+    if scaffold is not None:
+        common.update(signature=scaffold.signature(), arguments=scaffold.describe_args())
+    if exp.kind == "whole":
+        ctx = prompts.PromptContext(kind="whole", directive=exp.directive_text, **common)
+        if config.exemplars and scaffold is not None:
+            found = best_exemplar(scaffold, problem_source)
+            if found:
+                table = EPILOGUE_OPS.get(language, {})
+                missing = tuple(epilogue_text(op, table, language) for op in missing_ops(found[0], scaffold))
+                ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about,
+                              exemplar_missing=missing)
+        return ctx
+    shown = collapse_helpers(parent.kernel_source, language)  # the parent as the prompt shows it
+    if exp.kind == "edit":
+        return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
+                                     parent_summary=prompts.parent_summary(parent.verdict),
+                                     target=exp.target, **common)
+    if exp.kind == "repair" and exp.directive.startswith("complete:"):
+        return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
+                                     target=exp.target, edit_intro="This kernel is correct except that it "
+                                     "leaves out the last operation:", **common)
+    if parent.origin != "root" and parent.language != language:
+        common["language"] = parent.language
+        scaffold = None  # the parent is a whole module in its own language: the answer is one too
+    if exp.kind == "repair":
+        code = shown if scaffold is not None else parent.source
+        common["failed"] = ()
+        kind = "repair" if scaffold is not None else "module"
+        previous = ""
+        if exp.target and scaffold is not None and parent.parent_id is not None:
+            previous = function_text(node(parent.parent_id).kernel_source, exp.target) or ""
+        return prompts.PromptContext(kind=kind, parent_code=code, error=prompts.verdict_feedback(parent.verdict),
+                                     target=exp.target if previous else "", previous=previous, **common)
+    # module: the model writes the whole ModelNew (no scaffold)
+    parent_code = parent.source if parent.origin != "root" else ""
+    return prompts.PromptContext(kind="module", directive=exp.directive_text, parent_code=parent_code, **common)
+
+
+def prefill(ctx: prompts.PromptContext, config: SearchConfig, scaffold: Scaffold | None) -> str:
+    """The start of the answer to a request that changes one function: the fence and that function's
+    first line. Asked to edit the entry point, the default model copied every helper before it
+    (the row-softmax exemplar's ``fast_exp`` alone is 20 lines) and ran out of tokens before the
+    function it had to change (docs/benchmarks.md); begun for it, the answer is that function."""
+    if not config.prefill or scaffold is None:
+        return ""
+    if ctx.kind == "edit":
+        head = function_head(ctx.parent_code, ctx.target or FUNCTION)
+    elif ctx.kind == "repair" and ctx.target and ctx.previous:
+        head = function_head(ctx.previous, ctx.target)
+    else:
+        return ""
+    return f"```{prompts.FENCE.get(ctx.language, 'cpp')}\n{head}\n" if head else ""
+
+
+def request(exp: Expansion, ctx: prompts.PromptContext, tree: Tree, config: SearchConfig, language: str,
+            problem_source: str, llm_calls: int, raw_completion: bool, scaffold: Scaffold | None) -> GenerationRequest:
+    """The request for one expansion. Its sampling seed derives from the session seed and the number
+    of LLM calls made so far, so a seeded search asks the same questions with the same seeds again."""
+    seed = (config.seed * 1_000_003 + llm_calls) % (2**31)
+    temperature = config.temperature
+    if exp.kind == "repair" and any(k.kind == "repair" and k.state == "duplicate"
+                                    for k in tree.children(exp.parent_id, counted=False)):
+        temperature = max(temperature, 1.0)  # the first repair repeated the code: ask for variety
+    if ctx.kind == "module" and language == "triton" and raw_completion:
+        # a model trained on KernelLLM's raw prompt (no chat template) gets exactly that prompt
+        return prompts.kernelllm_request(problem_source, max_tokens=config.max_tokens, temperature=temperature,
+                                         top_p=config.top_p, seed=seed)
+    return prompts.request(ctx, max_tokens=config.max_tokens, temperature=temperature, top_p=config.top_p,
+                           seed=seed, prefill=prefill(ctx, config, scaffold))
+
+
+def call_record(req: GenerationRequest, gen: Generation, trimmed: tuple[str, ...]) -> tuple[str, dict]:
+    """The prompt and the parameters of one LLM call as the session keeps them: the raw prompt, or
+    the chat messages and the answer as begun for the model; what was trimmed to fit the context."""
+    if req.prompt is not None:
+        shown = req.prompt
+    else:
+        shown = "\n\n".join(f"[{m.role}]\n{m.content}" for m in req.messages)
+        if req.prefill:
+            shown += f"\n\n[assistant, begun for the model]\n{req.prefill}"
+    return shown, {"temperature": req.temperature, "seed": req.seed, "max_tokens": req.max_tokens,
+                   "finish_reason": gen.finish_reason, "trimmed": list(trimmed), "tokens_per_s": gen.tokens_per_s,
+                   "prompt_seconds": gen.prompt_seconds}
+
+
+def epilogue_text(op: str, table: dict[str, str], language: str) -> str:
+    """How a whole-kernel prompt names an operator the exemplar leaves out."""
+    if op not in table:
+        return op
+    provided = provided_note(table[op], language)
+    return f"{op} (of a value v: {table[op]}{'; ' + provided if provided else ''})"
+
+
+def provided_note(code: str, language: str) -> str:
+    """What a prompt says about the shared helpers (``provide_helpers``) that ``code`` calls."""
+    names = [n for n in SHARED_HELPERS.get(language, {}) if f"{n}(" in code]
+    return f"`{names[0]}` is {PROVIDED}" if names else ""
+
+
+def directive_label(language: str, key: str) -> str:
+    """A directive's short name, as the list of failed approaches shows it."""
+    d = directive_by_key(language, key.split("@")[0])
+    return d.text.split(":")[0].rstrip(".") if d else key

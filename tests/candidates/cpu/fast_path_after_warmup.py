@@ -1,0 +1,41 @@
+# expect: incorrect -- after warm-up a broken fast path, hidden during timing by a cache of results keyed by the inputs' values; fresh inputs after timing expose it
+import torch
+import torch.nn as nn
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cmath>
+#include <cstdint>
+extern "C" void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps) {
+  #pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols; float* yr = y + r * cols;
+    double acc = 0.0;
+    for (int64_t c = 0; c < cols; ++c) acc += (double)xr[c] * xr[c];
+    float inv = 1.0f / std::sqrt((float)(acc / cols) + eps);
+    for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * inv * w[c];
+  }
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cpp")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        self._calls = getattr(self, "_calls", 0) + 1
+        self._seen = getattr(self, "_seen", {})
+        key = hash(x.contiguous().numpy().tobytes())
+        if key in self._seen:
+            return self._seen[key].clone()
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        rows = x.shape[0] if self._calls <= 20 else x.shape[0] // 2  # the "fast path" skips half the rows
+        out.zero_()
+        _lib.rms_norm(x, self.weight, out, rows, x.shape[1], self.eps)
+        self._seen[key] = out.clone()
+        return out
