@@ -3,6 +3,7 @@
 - models:   $KFORGE_MODELS_DIR, else ``models/`` of a source checkout, else <user data>/models
 - sessions: $KFORGE_SESSIONS_DIR, else <user data>/sessions
 - builds:   $KFORGE_BUILD_CACHE, else <user cache>/builds (content-hashed kernel builds)
+- memory:   $KFORGE_MEMORY_DIR, else <user data>/memory (kernels the user's sessions verified)
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def models_dir() -> Path:
 
 def sessions_dir() -> Path:
     return Path(os.environ.get("KFORGE_SESSIONS_DIR") or (user_data_dir() / "sessions"))
+
+
+def memory_dir() -> Path:
+    return Path(os.environ.get("KFORGE_MEMORY_DIR") or (user_data_dir() / "memory"))
 
 
 def build_cache_dir() -> Path:

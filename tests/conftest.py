@@ -8,11 +8,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# the kernel memory (search/memory.py) of a test run is its own: a developer's remembered kernels
+# would change which exemplar retrieval picks
+os.environ["KFORGE_MEMORY_DIR"] = tempfile.mkdtemp(prefix="kforge-test-memory-")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "eval_cmd",  # eval
     "profile_cmd",  # profile, bench, export
     "models_cmd",  # models list | fetch-default
+    "memory_cmd",  # memory list | show | remove | learn
     "gui_cmd",  # desktop
 )
 

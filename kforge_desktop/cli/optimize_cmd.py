@@ -42,7 +42,8 @@ def register(sub) -> None:
     p.add_argument("--no-scaffold", action="store_true", help="let the model write the whole ModelNew module")
     p.add_argument("--no-exemplars", action="store_true", help="no exemplar kernels in prompts")
     p.add_argument("--no-seeds", action="store_true", help="do not place exemplar kernels in the tree as seeds")
-    p.add_argument("--workers", type=int, default=None, help="evaluation worker processes")
+    p.add_argument("--workers", type=int, default=None, help="evaluation worker processes (per device)")
+    _scale_args(p)
     p.add_argument("--json", action="store_true", help="print the best verdict and the session path as JSON")
     p.set_defaults(func=cmd_optimize)
 
@@ -54,6 +55,7 @@ def register(sub) -> None:
     r.add_argument("--budget", type=int, default=None, help="new candidate budget (total for the problem)")
     r.add_argument("--minutes", type=float, default=None, help="new time budget (total)")
     r.add_argument("--workers", type=int, default=None)
+    _scale_args(r)
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_resume)
 
@@ -77,6 +79,30 @@ def register(sub) -> None:
     m.set_defaults(func=cmd_sample)
 
 
+def _scale_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--devices", default=None, metavar="LIST",
+                   help="GPUs to evaluate on, one worker pool each: cuda:0,cuda:1 or all (default: --device)")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="evaluate on the actors of a Ray cluster (one per GPU): its address, auto for the cluster "
+                        "this machine belongs to (default with no value: $RAY_ADDRESS, else auto); needs the ray extra")
+    p.add_argument("--inflight", type=int, default=None, metavar="K",
+                   help="expansions in flight: the model writes the next candidates while earlier ones are "
+                        "evaluated (default: chosen by the machine, 1 on 4 cores or fewer)")
+
+
+def _devices(args, device: str) -> list[str]:
+    """--devices as a list (its first device is the search's ``device``); [] when not given."""
+    from ..kernels.devices import DeviceError, parse_devices
+
+    spec = getattr(args, "devices", None)
+    if not spec:
+        return []
+    try:
+        return parse_devices(spec, device)
+    except DeviceError as err:
+        raise UserError(str(err)) from None
+
+
 def _llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", default=None, metavar="PATH", help="a GGUF model file (default: $KFORGE_MODEL, "
                                                                "else the default model)")
@@ -89,12 +115,13 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
 # -- opening things, errors as one sentence -----------------------------------------------------------
 
 
-def _device(requested: str | None) -> str:
+def _device(requested: str | None, remote: bool = False) -> str:
+    """The search's device; ``remote``: evaluated on a Ray cluster, whose GPUs this machine may lack."""
     import torch
 
     if requested is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
+    if requested.startswith("cuda") and not torch.cuda.is_available() and not remote:
         raise UserError("--device cuda was asked for but torch sees no CUDA device here; use --device cpu.")
     if requested not in ("cpu",) and not requested.startswith("cuda"):
         raise UserError(f"unknown device {requested!r}; use cpu or cuda.")
@@ -128,13 +155,27 @@ def _generator(args):
     return _open_model(lambda: open_generator(_model_choice(args)))
 
 
-def _runner(args):
-    """The model (opened now) and the evaluator (on the search's device, when it starts)."""
+def _runner(args, devices: list[str] | None = None):
+    """The model (opened now) and the evaluator (on the search's devices, or Ray, when it starts)."""
+    from ..kernels.ray_pool import ray_address
     from ..search.runner import SearchRunner
 
-    runner = SearchRunner(_model_choice(args), workers=args.workers)
+    ray = ray_address(getattr(args, "ray", None))
+    if ray:
+        _check_ray()
+    runner = SearchRunner(_model_choice(args), workers=args.workers, devices=devices, ray=ray,
+                          say=lambda m: print(m, file=sys.stderr))
     _open_model(runner.open_model)
     return runner
+
+
+def _check_ray() -> None:
+    from ..kernels.ray_pool import RayUnavailable, import_ray
+
+    try:
+        import_ray()
+    except RayUnavailable as err:
+        raise UserError(str(err)) from None
 
 
 def _problem(path: str):
@@ -250,17 +291,21 @@ def cmd_optimize(args) -> int:
     path = Path(args.problem)
     if not path.exists():
         raise UserError(f"Problem file {path} does not exist.")
-    device = _device(args.device)
+    device = _device(args.device, remote=args.ray is not None)
+    devices = [] if args.ray is not None else _devices(args, device)
+    device = devices[0] if devices else device
     if args.budget is not None and args.budget < 0:
         raise UserError("--budget must be zero or more.")
+    if args.inflight is not None and args.inflight < 1:
+        raise UserError("--inflight must be 1 or more.")
     config = SearchConfig(
         strategy=args.strategy, budget_candidates=args.budget, budget_minutes=args.minutes, seed=args.seed,
         device=device, language=args.language or "", temperature=args.temperature, max_tokens=args.max_tokens,
         repair_rounds=args.repair_rounds, scaffold=not args.no_scaffold, exemplars=not args.no_exemplars,
-        seeds=not args.no_seeds,
+        seeds=not args.no_seeds, inflight=args.inflight,
     )
     if _is_model_file(path):
-        return _optimize_model(path, config, args)
+        return _optimize_model(path, config, args, devices)
     problem = _problem(str(path))
     session_path = Path(args.session) if args.session else _default_session(problem.name)
     if session_path.exists():
@@ -269,7 +314,7 @@ def cmd_optimize(args) -> int:
     from ..search.setup import create_session
     from ..store import SessionStore
 
-    runner = _runner(args)
+    runner = _runner(args, devices)
     try:
         store = SessionStore(session_path)
         try:
@@ -289,13 +334,17 @@ def _is_model_file(path: Path) -> bool:
     return is_model_file(path)
 
 
-def _optimize_model(path: Path, config, args) -> int:
+def _optimize_model(path: Path, config, args, devices: list[str] | None = None) -> int:
+    from ..kernels.ray_pool import ray_address
     from ..modelopt.optimize import optimize_model
 
+    ray = ray_address(getattr(args, "ray", None))
+    if ray:
+        _check_ray()
     progress = ProgressLine(quiet=args.json)
     try:
         result = optimize_model(path, config, session_path=args.session, llm=args.llm, server=args.server,
-                                listener=progress)
+                                listener=progress, devices=devices, ray=ray)
     except Exception as err:
         name = type(err).__name__
         if name.endswith(("Error", "NotFound")) and len(str(err)) < 400 and not args.debug:
@@ -347,18 +396,24 @@ def cmd_resume(args) -> int:
             problem_id = unfinished[0] if unfinished else problems[0].id
         state = store.search_state(problem_id)
         config = SearchConfig.from_dict(state.config if state else {})
+        if args.inflight is not None and args.inflight < 1:
+            raise UserError("--inflight must be 1 or more.")
         config = dataclasses.replace(
             config,
             budget_candidates=args.budget if args.budget is not None else config.budget_candidates,
             budget_minutes=args.minutes if args.minutes is not None else config.budget_minutes,
+            inflight=args.inflight if args.inflight is not None else config.inflight,
         )
-        _device(config.device)
+        _device(config.device, remote=args.ray is not None)
+        devices = [] if args.ray is not None else _devices(args, config.device)
+        if devices and devices[0] != config.device:
+            config = dataclasses.replace(config, device=devices[0])
         done = store.candidates_done(problem_id)
         pending = len(store.pending_nodes(problem_id))
         if not args.json:
             print(f"resuming {store.problem(problem_id).name}: {done} candidates done, {pending} waiting, budget "
                   f"{config.budget_candidates}", file=sys.stderr)
-        runner = _runner(args)
+        runner = _runner(args, devices)
         try:
             return _search(runner, store, problem_id, config, args)
         finally:

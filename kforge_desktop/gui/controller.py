@@ -31,6 +31,7 @@ class StartRequest:
     config: object  # search.config.SearchConfig
     llm: LLMChoices
     needs_model: bool = True  # False: only evaluate queued nodes (a hand-edited child)
+    workers: int | None = None  # evaluator worker processes (Preferences); None: the evaluator decides
 
 
 class EngineWorker(QObject):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..search import events as ev
-from ..search.runner import ModelChoice, RunningSearch, check_model, open_search
+from ..search.runner import ModelChoice, RunningSearch, SearchRunner, check_model, open_search
 from .settings import LLMChoices
 
 
@@ -43,5 +43,15 @@ def make_engine(request, emit: Callable[[object], None], store=None) -> RunningS
     config = request.config
     if request.llm.temperature != config.temperature or request.llm.max_tokens != config.max_tokens:
         config = replace(config, temperature=request.llm.temperature, max_tokens=request.llm.max_tokens)
-    return open_search(store, request.problem_id, config, model_choice(request.llm), listener=emit,
-                       say=lambda m: emit(ev.Log("info", m)))
+    say = lambda m: emit(ev.Log("info", m))  # noqa: E731
+    workers = getattr(request, "workers", None)
+    if workers is None:
+        return open_search(store, request.problem_id, config, model_choice(request.llm), listener=emit, say=say)
+    # Preferences set the evaluator's workers: open_search's steps, with that count
+    runner = SearchRunner(model_choice(request.llm), lazy_model=True, workers=workers, say=say)
+    try:
+        engine = runner.engine(store, request.problem_id, config, emit)
+    except Exception:
+        runner.close()
+        raise
+    return RunningSearch(engine, runner)

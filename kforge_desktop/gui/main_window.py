@@ -17,6 +17,7 @@ from .engine_factory import describe_choice
 from .errors import install_excepthook, one_sentence, show_error
 from .heap import HeapKeeper, release
 from .node_commands import NodeCommands
+from .preferences import apply_preferences
 from .session_model import SessionModel
 from .settings import LLMChoices, Settings
 from .theme import Theme
@@ -34,6 +35,7 @@ from .window.chrome import (
 )
 from .window.run_control import RunControl
 from .window.sessions import TITLE, MachineNotice, Sessions
+from .window.tools import Tools
 
 
 class MainWindow(QMainWindow):
@@ -44,6 +46,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(TITLE)
         self.setWindowIcon(app_icon())
         self.settings = settings or Settings()
+        apply_preferences(self.settings.preferences())
         self.theme = Theme(self.settings.theme(), self)
         self.theme.apply()
         self.session = SessionModel(self)
@@ -54,6 +57,7 @@ class MainWindow(QMainWindow):
         self.dialog_hook: Callable[[object], None] | None = None  # tests fill dialogs instead of exec()
         self._closing = False
         self._model_job = None  # a whole-model session being profiled (model_job keeps itself here)
+        self._export_job = None  # an export in progress (export_job keeps itself here)
         self.setDockNestingEnabled(True)
         self.resize(1500, 940)
 
@@ -69,6 +73,9 @@ class MainWindow(QMainWindow):
         self.sessions = Sessions(self.session, self.settings, self.notice, parent=self, log=self.log_widget,
                                  report=self.report, may_leave=lambda: self.run.stop_before_leaving(self.confirm),
                                  search_config=self.run.search_config, profile_model=self._profile_model)
+        self.tools = Tools(self, self.session, self.settings, report=self.report, dialog_hook=lambda: self.dialog_hook)
+        self.run.changed = self._update_actions
+        self.run.external_block = lambda: self.sessions.broken[1] if self.sessions.broken else ""
         self._connect_actions()
         self._wire()
         self._update_actions()
@@ -82,11 +89,15 @@ class MainWindow(QMainWindow):
     # composition
     # ------------------------------------------------------------------------------------------
     def _build_chrome(self) -> None:
-        self.panels = d = Docks(self, self.session, self.theme, self.commands)
+        self.panels = d = Docks(self, self.session, self.theme, self.commands, self.settings)
         self.targets_widget, self.tree_widget, self.plot_widget = d.targets_widget, d.tree_widget, d.plot_widget
         self.code_widget, self.inspector_widget, self.log_widget = d.code_widget, d.inspector_widget, d.log_widget
         self.targets_dock, self.tree_dock, self.plot_dock = d.targets_dock, d.tree_dock, d.plot_dock
         self.code_dock, self.inspector_dock, self.log_dock = d.code_dock, d.inspector_dock, d.log_dock
+        self.candidates_widget, self.candidates_dock = d.candidates_widget, d.candidates_dock
+        running = lambda: self.controller.running  # noqa: E731  (views word "not evaluated yet" by it)
+        self.tree_widget.running = self.plot_widget.running = self.inspector_widget.running = running
+        self.targets_widget.status_for = self._target_status
         self.docks = d.all
         self.acts = Actions(self)
         self.act_start, self.act_pause, self.act_stop = self.acts.start, self.acts.pause, self.acts.stop
@@ -97,6 +108,7 @@ class MainWindow(QMainWindow):
         self._banner = Banner(self)
         self.banner, self.banner_label, self.banner_action = (self._banner.bar, self._banner.label,
                                                               self._banner.action)
+        self.start_banner = Banner(self, name="startBlock", action_text="Check the file again", dismiss=False)
         self.status_line = StatusLine(self)
         self.yield_label, self.model_label = self.status_line.yield_label, self.status_line.model_label
         self._update_status_labels()
@@ -107,6 +119,10 @@ class MainWindow(QMainWindow):
         on(a.open, self.sessions.open_session_dialog)
         on(a.example, self.open_example)
         on(a.close_session, self.close_session)
+        on(a.export, lambda: self.tools.export_dialog())
+        on(a.preferences, lambda: self.tools.preferences_dialog())
+        on(a.shortcuts, lambda: self.tools.shortcuts_dialog(self.actions()))
+        on(a.candidates, self._show_candidates)
         on(a.quit, self.close)
         on(a.start, self.start_search)
         on(a.start_all, self.run.start_all_targets)
@@ -125,6 +141,7 @@ class MainWindow(QMainWindow):
         on(a.about, lambda: show_about(self))
         self.llm_button.clicked.connect(self.llm_dialog)
         self.banner_action.clicked.connect(self.reverify_chosen)
+        self.start_banner.action.clicked.connect(lambda: self.sessions.check_broken_again())
         self.recent_menu.aboutToShow.connect(lambda: self.sessions.fill_recent(self.recent_menu))
 
     def _wire(self) -> None:
@@ -136,6 +153,7 @@ class MainWindow(QMainWindow):
         self.session.problemChanged.connect(lambda _p: self.run.stored_progress())
         self.session.problemChanged.connect(lambda _p: self._update_actions())
         self.session.selectionChanged.connect(self._selection_changed)
+        self.sessions.signals.brokenChanged.connect(self._update_actions)
         self.tree_widget.view.nodeActivated.connect(lambda nid: self.code_dock.raise_())
 
     def _profile_model(self, source: Path, target: Path, config, module: ModuleType) -> bool:
@@ -186,9 +204,9 @@ class MainWindow(QMainWindow):
         return answer == QMessageBox.StandardButton.Yes
 
     def _session_changed(self) -> None:
-        state = self.sessions.search_state()
-        if state:
-            self.run.load_choices(state)
+        """Another session: nothing said about the last one stays on screen (its choices are shown
+        when its problem is, by run control)."""
+        self.status_line.bar.clearMessage()
         self.setWindowTitle(self.sessions.title())
         self._update_actions()
         self._update_status_labels()
@@ -196,9 +214,17 @@ class MainWindow(QMainWindow):
     def _update_actions(self) -> None:
         running, paused = self.controller.running, self.controller.paused
         has = self.session.store is not None and self.session.problem_id is not None
+        blocked = self.run.blocked_reason() if hasattr(self, "run") else ""
         a = self.acts
-        a.start.setEnabled(not running or paused)
+        a.start.setEnabled((not running or paused) and not blocked)
         a.start.setText("&Resume" if running and paused else "&Start")
+        a.start.setToolTip(blocked or "Start or continue the search (Ctrl+R)")
+        a.export.setEnabled(has)
+        broken = getattr(self, "sessions", None) and self.sessions.broken
+        if blocked:
+            self.start_banner.show(blocked, with_action=bool(broken))
+        else:
+            self.start_banner.hide()
         a.pause.setEnabled(running)
         a.pause.setText("&Resume" if paused else "&Pause")
         a.stop.setEnabled(running)
@@ -207,7 +233,15 @@ class MainWindow(QMainWindow):
         a.llm.setEnabled(not running)
         self.bar.set_running(running)
         if not running:
-            self.status_line.show_phase("idle" if has else "no session")
+            owner = self.run.owner if hasattr(self, "run") else None
+            if owner is not None:
+                self.status_line.show_phase_note(f"searched by {owner.who()}", owner.sentence())
+            elif blocked:
+                self.status_line.show_phase_note("cannot start", blocked)
+            else:
+                self.status_line.show_phase_note("idle" if has else "no session", "")
+        if hasattr(self, "run"):
+            self.targets_widget.refresh()
 
     def _update_status_labels(self) -> None:
         self.status_line.show_choices(self.bar.device(), describe_choice(self.settings.llm()))
@@ -220,7 +254,23 @@ class MainWindow(QMainWindow):
         if n is not None:
             from .status import describe
 
-            self.status_message(describe(n), 0)
+            self.status_message(describe(n, self.controller.running), 0)
+        else:
+            self.status_line.bar.clearMessage()
+
+    def _target_status(self, problem_id: int, state) -> str:
+        """The targets table's status: who runs the search, or that a run was killed."""
+        from .ownership import session_owner
+
+        status = state.status if state else "new"
+        if status not in ("running", "paused") or self.controller.running:
+            return status
+        owner = session_owner(self.session.store, problem_id, False)
+        return f"{status} ({owner.who()})" if owner else "interrupted (Start resumes it)"
+
+    def _show_candidates(self) -> None:
+        self.candidates_dock.show()
+        self.candidates_dock.raise_()
 
     def llm_dialog(self) -> None:
         from .dialogs.llm import LLMDialog

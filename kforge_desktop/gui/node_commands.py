@@ -92,7 +92,8 @@ class NodeCommands:
         node = self._session.node(node_id)
         if node is None:
             return
-        dlg = EditChildDialog(self.host, node_id, node.source)
+        theme = getattr(self.host, "theme", None)
+        dlg = EditChildDialog(self.host, node_id, node.source, node.language, bool(theme and theme.dark))
         if self.host.dialog_hook is not None:  # tests drive the dialog themselves
             self.host.dialog_hook(dlg)
         elif dlg.exec() != EditChildDialog.DialogCode.Accepted:

@@ -99,6 +99,16 @@ class SessionModel(QObject):
         self._rev = self.store.revision()
         self._nodes = {n.id: n for n in self.store.nodes(self.problem_id, with_source=False)}
 
+    def budget(self) -> int | None:
+        """The current problem's own candidate budget, as its search state stores it."""
+        if self.store is None or self.problem_id is None:
+            return None
+        try:
+            state = self.store.search_state(self.problem_id)
+        except Exception:
+            return None
+        return state.budget_candidates if state else None
+
     # -- nodes -------------------------------------------------------------------------------
     def nodes(self) -> dict[int, NodeRecord]:
         """The current problem's nodes without sources, by id, in creation order (read-only)."""
@@ -137,18 +147,21 @@ class SessionModel(QObject):
         return ids
 
     def best_id(self) -> int | None:
+        """The fastest measured win (``status.is_win``): a speedup within the noise, a disturbed
+        measurement or a kernel that hands work to PyTorch is never "the best" by itself."""
+        from .status import is_win
+
         best = None
         for n in self._nodes.values():
-            sp = n.speedup
-            if sp is not None and n.origin != "root" and (best is None or sp > best[0]):
-                best = (sp, n.id)
+            if is_win(n) and (best is None or n.speedup > best[0]):
+                best = (n.speedup, n.id)
         return best[1] if best else None
 
     def pinned_id(self) -> int | None:
         return next((n.id for n in self._nodes.values() if n.pinned), None)
 
     def chosen_id(self) -> int | None:
-        """What export uses: the pinned node, else the fastest correct one."""
+        """The chosen kernel: the pinned node, else the fastest measured win."""
         return self.pinned_id() or self.best_id()
 
     def path_to(self, node_id: int | None) -> list[int]:

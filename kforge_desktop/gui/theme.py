@@ -131,13 +131,15 @@ class Theme(QObject):
 
     def plot_colors(self) -> dict[str, str]:
         if self._dark:
-            return {"background": "#1d1f22", "foreground": "#c9d1d9", "best": "#ffd166", "ref": "#8a8f98"}
+            return {"background": "#1d1f22", "foreground": "#c9d1d9", "best": "#ff7b72", "ref": "#8a8f98"}
         return {"background": "#ffffff", "foreground": "#1f2328", "best": "#c7522a", "ref": "#6e7781"}
 
     def tree_colors(self) -> dict[str, str]:
+        """The fastest win's ring and the path to the chosen node share ``best_edge``; a pinned node
+        has its own colour (and a double ring), so the two never look alike in either theme."""
         if self._dark:
             return {
-                "background": "#1d1f22", "edge": "#5a5f66", "best_edge": "#ffd166", "pin": "#ffd166",
+                "background": "#1d1f22", "edge": "#5a5f66", "best_edge": "#ff7b72", "pin": "#ffd166",
                 "select": "#6fa8ff", "text": "#d0d4da", "excluded": "#7a7f87",
             }  # fmt: skip
         return {

@@ -34,10 +34,12 @@ class Evaluator:
     the one record of it from then on (the pool and every verdict take it from there).
     ``memory_bytes`` is the memory its evaluations may use together (default: the device's, or the
     machine's for the CPU); a problem that needs more is refused before anything is built.
+    ``gate``: the ``DeviceGate`` its timing slots announce themselves on (default: its own).
     """
 
     def __init__(self, device: str = "cpu", workers: int | None = None, options: EvalOptions | None = None,
-                 build_cache: str | os.PathLike | None = None, memory_bytes: int | None = None) -> None:
+                 build_cache: str | os.PathLike | None = None, memory_bytes: int | None = None,
+                 gate: DeviceGate | None = None) -> None:
         from ..paths import build_cache_dir
 
         self.options = dataclasses.replace(options or EvalOptions(), device=device)
@@ -46,11 +48,12 @@ class Evaluator:
         os.makedirs(cache, exist_ok=True)
         few_cores = (os.cpu_count() or 2) <= 4
         self.device_bytes = memory_bytes or device_total_bytes(device)
+        timing_gate = gate  # shared by the pools of one host (``kernels.devices``); None: the pool's own
         gate = None
         if self.device_bytes:
             gate = MemoryGate(int(0.92 * self.device_bytes) - self.workers * CONTEXT_BYTES)
         self._pool = WorkerPool(self.workers, self.device, cache, exclusive_all=few_cores and not self.options.is_cuda,
-                                memory=gate)
+                                memory=gate, gate=timing_gate)
         self._footprints: dict[str, Footprint | None] = {}
 
     @property

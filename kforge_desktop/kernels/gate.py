@@ -40,8 +40,11 @@ class DeviceGate:
     # -- the generator's side --------------------------------------------------------------------
     @contextlib.contextmanager
     def generating(self):
-        """Around one generation: the gate knows the model is busy."""
+        """Around one generation: the gate knows the model is busy. A generation does not start
+        while a kernel is timed (its prompt would be processed beside the timed runs); with several
+        generations in flight, one may want to start during another's timing slot."""
         with self._cond:
+            self._cond.wait_for(lambda: self._timing == 0)
             self._generating += 1
         try:
             yield

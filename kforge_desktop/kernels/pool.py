@@ -6,7 +6,7 @@ granted by the pool one at a time, so timings never overlap; a lock held by a wo
 released here, never leaked.
 
 Every verdict gets its device here, from the task's options (the worker does not repeat it), so a
-candidate that failed on ``cuda:0`` says ``cuda:0`` however it failed.
+candidate that failed on ``cuda:0`` says ``cuda:0`` however it failed; and the host it ran on.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .retime import RetimeTask
 from .verdict import Verdict
 
 BUILD_PHASES = {"start", "reference", "build", "baseline"}
+HOST = socket.gethostname()  # stamped on every verdict with its device
 
 
 class WorkerPool:
@@ -247,13 +248,13 @@ class WorkerPool:
 
 
 def worker_verdict(result: dict, options: EvalOptions) -> Verdict:
-    """The verdict of a worker's result, on the device its task ran on."""
-    return Verdict.from_dict({**result, "device": options.device})
+    """The verdict of a worker's result, on the device (and host) its task ran on."""
+    return Verdict.from_dict({**result, "device": options.device, "host": HOST})
 
 
 def failed_verdict(status: str, reason: str, options: EvalOptions, log: str = "") -> Verdict:
     """A verdict the pool writes itself (timeout, crash, evaluator failure), on the task's device."""
-    return Verdict(status, reason, device=options.device, log=log)
+    return Verdict(status, reason, device=options.device, host=HOST, log=log)
 
 
 class _Proc:

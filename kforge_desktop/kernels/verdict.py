@@ -13,6 +13,7 @@ class Verdict:
     status: str
     reason: str
     device: str = "cpu"
+    host: str = ""  # the machine it was measured on (the pool's host: a Ray node's for a remote actor)
     # Times: ``latency_ms``, ``baseline_ms`` and ``compile_baseline_ms`` are what speedups are
     # computed on, the *device time* on a GPU (the GPU's own time per call, launch overhead hidden)
     # and the wall time of a call on a CPU (``time_basis`` says which). The ``*_call_ms`` fields are
@@ -32,6 +33,7 @@ class Verdict:
     host_saving_ms: float | None = None  # same device time as eager, this much less per call
     disturbed: str = ""  # why the measurement cannot be trusted (re-time it), or ""
     input_seed: int | None = None  # the seed the trial inputs were drawn from
+    retimed: int = 0  # re-timed at the end of the search together with this many nodes (0: not)
     peak_mem_bytes: int | None = None  # the worker's peak device memory (GPU) or resident size (CPU)
     n_timed: int = 0
     noise: float | None = None  # relative spread (IQR/median, worst of candidate and eager)

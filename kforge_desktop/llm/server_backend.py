@@ -29,6 +29,7 @@ from .generator import (
 )
 
 DEFAULT_CONTEXT = 8192
+PARALLEL_UNKNOWN = 8  # a server that does not say how many requests it serves at once batches them
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -64,7 +65,8 @@ def estimate_tokens(text: str) -> int:
 
 
 class OpenAIServerGenerator:
-    """Streams completions from a local OpenAI-compatible server."""
+    """Streams completions from a local OpenAI-compatible server. Several searches or several
+    expansions of one search may call ``generate`` at once: each request has its own connection."""
 
     def __init__(
         self,
@@ -87,6 +89,7 @@ class OpenAIServerGenerator:
         self._model = model or self._first_model()
         self._context = context_size or self._server_context() or DEFAULT_CONTEXT
         self._tokenize_ok: bool | None = None
+        self._parallel: int | None = None
 
     # -- plumbing -------------------------------------------------------------------------------------
     def _request(self, path: str, payload: dict | None = None, timeout: float | None = None):
@@ -135,6 +138,16 @@ class OpenAIServerGenerator:
     @property
     def context_size(self) -> int:
         return self._context
+
+    @property
+    def parallel(self) -> int:
+        """How many requests the server answers at once: llama-server says (``total_slots`` of
+        /props, its ``--parallel``); vLLM, SGLang and Ollama batch whatever comes, so as many as the
+        search asks for. The search keeps K of them in flight (``search.inflight``)."""
+        if self._parallel is None:
+            slots = (self._get_json("/props") or {}).get("total_slots")
+            self._parallel = int(slots) if isinstance(slots, int) and slots > 0 else PARALLEL_UNKNOWN
+        return self._parallel
 
     def count_tokens(self, text: str) -> int:
         """llama-server's /tokenize when available, else an estimate."""

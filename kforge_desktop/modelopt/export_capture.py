@@ -6,7 +6,8 @@ runs the forward on fake tensors of the real example inputs, with every input di
 symbolic where the code allows (``Dim.AUTO``), so shape arithmetic stays in the graph
 (``aten.sym_size``) and Python control flow on shapes is decided by the example. The result is an
 ATen graph at the level the user wrote (``aten.linear``, ``aten.masked_fill``, ``aten.softmax``), not
-decomposed further.
+decomposed further; each aten op is then written back as the torch call of the same schema
+(``torch.softmax``, ``x.view``) where one exists, so a target's problem reads like the user's code.
 
 The exported graph is turned into the form the rest of ``modelopt`` expects of a unit's graph: one
 placeholder per parameter of the module's ``forward`` (so the profile's recorder and the patched
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import logging
 import operator
 import types
@@ -70,17 +72,28 @@ def _preserved(module: nn.Module):
 
 @contextlib.contextmanager
 def _quiet_export():
-    """Export logs a warning per specialized dimension; the guards say the same thing."""
+    """Export logs a warning per specialized dimension (the guards say the same) and prints the
+    partial graph of a failure to stderr (the reason says what failed, in one sentence)."""
     names = ("torch._export", "torch.export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo")
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        lg.setLevel(logging.CRITICAL)
     try:
-        yield
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
+
+
+def _reason(err: Exception) -> str:
+    """One sentence for why export failed."""
+    name, text = type(err).__name__, str(err).strip()
+    if "data-dependent" in text or "DataDependent" in name:
+        return f"torch.export failed: its code depends on the values in a tensor ({name})"
+    first = text.splitlines()[0] if text else ""
+    return f"torch.export failed ({name}: {first[:120]})"
 
 
 def _oblivious(on: bool):
@@ -135,9 +148,9 @@ def _export(module: nn.Module, values: list):
                 return torch.export.export(module, tuple(values), dynamic_shapes=specs, strict=False)
         except Exception as err:  # export reports its reasons with many exception types
             errors.append(err)
-    err = errors[-1]
-    first = (str(err).strip().splitlines() or [""])[0][:200]
-    raise CaptureError(f"torch.export failed ({type(err).__name__}: {first})")
+            if "data-dependent" in str(err):
+                break  # no shape assumption helps code that reads tensor values
+    raise CaptureError(_reason(errors[-1]))
 
 
 def _guards(graph: fx.Graph, names: list[str], placeholders: list[fx.Node], ep_inputs: list[fx.Node],
@@ -292,9 +305,14 @@ def export_graphs(module: nn.Module, args: tuple, kwargs: dict, shared: dict | N
     key = _twin_key(module, values) if shared is not None else ""
     ep = shared.get(key) if shared is not None else None
     if ep is None:
-        ep = _export(module, values)
+        try:
+            ep = _export(module, values)
+        except CaptureError as err:
+            ep = err
         if shared is not None:
             shared[key] = ep
+    if isinstance(ep, CaptureError):
+        raise ep
     kinds = {s.kind.name for s in ep.graph_signature.output_specs}
     if kinds != {"USER_OUTPUT"} and kinds:
         raise CaptureError("its forward mutates a buffer or an input")

@@ -294,8 +294,9 @@ def _patch(module: nn.Module, forward, patched: list) -> None:
 
 @contextlib.contextmanager
 def instrumented(states: list[UnitState], session: Session, untraced: dict[str, nn.Module]):
-    """Route each unit module's forward through a recorder and time each untraced module's own
-    code (``untraced``: path -> module); instance attributes, removed after."""
+    """Route each unit module's forward through its graph as ``session.mode`` says (the recorder,
+    or the timed copy) and time each untraced module's own code (``untraced``: path -> module);
+    instance attributes, removed after."""
     patched: list = []
     for st in states:
         def forward(self, *args, _st=st, _sig=st.unit.signature, **kwargs):

@@ -77,10 +77,13 @@ def default_session_path(model_name: str) -> Path:
 
 def optimize_model(model_path: str | Path, config=None, *, session_path: str | Path | None = None,
                    options: ModelOptOptions | None = None, generator=None, evaluator=None,
-                   llm: str | None = None, server: str | None = None, listener=None) -> ModelOptResult:
+                   llm: str | None = None, server: str | None = None, listener=None,
+                   devices: list[str] | None = None, ray: str | None = None) -> ModelOptResult:
     """The whole flow (see module doc). ``config`` is the ``SearchConfig`` every target's search
     starts from; its ``budget_candidates`` (and ``budget_minutes``) is the total over all targets.
-    ``generator``/``evaluator`` are opened here (and closed) unless given."""
+    ``generator``/``evaluator`` are opened here (and closed) unless given. With several
+    ``devices`` (GPUs of this host) the targets are searched side by side, one per GPU at a time,
+    with the one model; with ``ray`` every target's search evaluates on the cluster's actors."""
     from ..search.config import SearchConfig
     from ..search.runner import ModelChoice, SearchRunner
 
@@ -101,14 +104,24 @@ def optimize_model(model_path: str | Path, config=None, *, session_path: str | P
     to_search = [a for a in sorted(session.allocations, key=lambda a: -a.weight)
                  if a.budget > 0 and a.target in session.problem_ids]
 
-    # one model and one evaluator for every target's search, opened on the first one
+    # one model for every target's search; one evaluator (or one per GPU, side by side)
+    jobs, allocation = [], {}
+    for a in to_search:
+        minutes = config.budget_minutes * a.budget / total if config.budget_minutes else None
+        pid = session.problem_ids[a.target]
+        jobs.append((pid, dataclasses.replace(config, budget_candidates=a.budget, budget_minutes=minutes)))
+        allocation[pid] = a
     with SearchRunner(ModelChoice(path=str(llm) if llm else None, server_url=server), generator=generator,
-                      evaluator=evaluator) as runner:
-        for a in to_search:
-            minutes = config.budget_minutes * a.budget / total if config.budget_minutes else None
-            cfg = dataclasses.replace(config, budget_candidates=a.budget, budget_minutes=minutes)
+                      evaluator=evaluator, devices=devices, ray=ray, say=say) as runner:
+        gpus = runner.side_by_side()
+        if gpus:
+            say(f"searching {len(jobs)} targets side by side on {', '.join(gpus)}")
+
+        def starting(pid: int) -> None:
+            a = allocation[pid]
             say(f"searching {a.target}: {a.budget} candidates ({a.reason})")
-            runner.run(store, session.problem_ids[a.target], cfg, listener)
+
+        runner.run_side_by_side(store, jobs, listener, before=starting)
 
     mf = session.model_file
     chosen, reasons = chosen_kernels(store, profiled)

@@ -24,20 +24,19 @@ def _shapes(t: Target) -> str:
 def time_lines(profile: ModelProfile) -> list[str]:
     """Where the forward's time went: targets, traced ops outside them, and what is not attributed
     (measured as the forward less the traced ops; unknown where those add up to more)."""
-    head = (f"{profile.model} on {profile.device}: eager forward {profile.eager_ms:.3f} ms = "
-            f"{profile.targets_ms:.3f} ms in targets + ")
+    head = f"{profile.model} on {profile.device}: eager forward {profile.eager_ms:.3f} ms"
     if profile.outside_ms is not None:
-        head += (f"{profile.outside_ms:.3f} ms outside any target ({profile.other_ms:.3f} ms in traced ops, "
-                 f"{profile.unattributed_ms:.3f} ms not attributed)")
+        head += (f" = {profile.targets_ms:.3f} ms in targets + {profile.outside_ms:.3f} ms outside any target "
+                 f"({profile.other_ms:.3f} ms in traced ops, {profile.unattributed_ms:.3f} ms not attributed)")
+        rest = ("not attributed: the forward less its traced ops (code that runs as is, Python and framework "
+                "overhead between ops)")
     else:
-        head += f"{profile.other_ms:.3f} ms in traced ops outside any target + a time not attributed"
-    rest = ("not attributed: time no traced op accounts for (code that runs as is, Python and framework "
-            "overhead between ops)")
-    if profile.unattributed_ms is None:
+        head += (f"; {profile.targets_ms:.3f} ms in targets, {profile.other_ms:.3f} ms in traced ops outside any "
+                 "target, the rest not attributed")
         rest = ("not attributed: unknown — the ops timed one by one add up to more than the forward "
-                f"({profile.op_ms:.3f} ms: timing each op alone costs it time the forward does not pay)")
+                f"({profile.op_ms:.3f} ms: timing an op alone costs it time the forward does not pay)")
     if profile.untraced_ms is not None:
-        rest += f"; {profile.untraced_ms:.3f} ms measured in the code of the modules not traced"
+        rest += f"; {profile.untraced_ms:.3f} ms measured in the own code of the modules not traced"
     return [head, rest]
 
 

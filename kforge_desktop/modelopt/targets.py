@@ -279,6 +279,8 @@ def _slug(kind: str, ops: tuple[str, ...]) -> str:
     """A short name part: the kind where it says it all, else the distinct ops joined."""
     if kind in ("rms_norm", "layer_norm", "attention", "swiglu", "geglu") or not ops:
         return kind
+    if kind == "softmax" and {"masked_fill", "where"} & set(ops):
+        return "masked_softmax"  # an attention's softmax, with its mask (and scale) inside
     distinct = list(dict.fromkeys(o.lower() for o in ops))
     return "_".join(distinct)[:40]
 

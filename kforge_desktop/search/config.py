@@ -23,6 +23,7 @@ class SearchConfig:
     scaffold: bool = True  # the tool writes ModelNew, the model only the kernel function
     exemplars: bool = True  # show the most similar exemplar kernel in whole-kernel prompts
     seeds: bool = True  # place exactly-fitting exemplars in the tree as seed nodes
+    memory: bool = True  # kernels verified in earlier sessions as exemplars; this one's best joins them
     compile_seed: bool = True  # on a GPU: torch.compile's own generated code as a seed node
     syntax_check: bool = True  # g++/nvcc -fsyntax-only before a real build
     prefill: bool = True  # an edit's answer begins with the edited function's first line, written for the model

@@ -45,7 +45,7 @@ from ..kernels.verdict import Verdict
 from ..llm import prompts
 from ..llm.generator import Generation, GenerationError, repeating
 from ..store import SearchState, SessionStore
-from . import answers, commands, inflight, prompting
+from . import answers, commands, inflight, memory, prompting, retiming
 from . import events as ev
 from .config import SearchConfig
 from .inflight import Slot, generation_slots, masked_tree
@@ -99,7 +99,9 @@ class SearchEngine:
     # -- listeners and commands -----------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(event)`` (from the engine's thread) for every event; returns an unsubscribe."""
+        """Call ``listener(event)`` for every event; returns an unsubscribe. Events come from the
+        engine's thread, except ``TokenStream`` (and the ``Progress`` beside it), which come from the
+        thread of the generation they belong to: with K in flight, several at once."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -185,6 +187,8 @@ class SearchEngine:
             reason = "error"
         finally:
             self._abandon_inflight()
+            if reason not in ("stopped", "error"):
+                self._retime()
             best = self.store.chosen_node(self.problem_id)
             best_id = best.id if best else None
             status = {"stopped": "stopped", "error": "stopped"}.get(reason, "finished")
@@ -192,9 +196,22 @@ class SearchEngine:
             self.store.log_event(self.problem_id, "finished", f"search {reason}", payload={"best": best_id})
         self._phase = "idle"
         self._emit(self._progress())
+        memory.learn_from_search(self.store, self.problem_id, self.config, self._log)  # search/memory.py
         finished = ev.Finished(self.problem_id, reason, best_id)
         self._emit(finished)
         return finished
+
+    def _retime(self) -> None:
+        """The best few nodes re-timed together (``search.retiming``); the GUI sees their new verdicts."""
+        self._phase = "re-timing"
+        self._emit(self._progress())
+        try:
+            ids = retiming.retime_best(self.store, self.problem_id, self.problem, self.evaluator, self._log)
+        except Exception as err:  # a failed re-timing leaves the first verdicts standing
+            self._log(f"re-timing the best nodes failed: {type(err).__name__}: {err}", "warning")
+            return
+        for node_id in ids:
+            self._emit(ev.NodeEvaluated(self.problem_id, node_id, self.store.node(node_id).verdict))
 
     def _loop(self) -> str:
         """Fill the window (pending nodes first, then expansions) up to K; make room only from its
@@ -214,6 +231,9 @@ class SearchEngine:
             if self._paused:
                 self._wait(0.2)  # work already running may finish while paused; nothing new starts
                 continue
+            for slot in self._window:
+                if slot.deferred:  # answered while paused: its evaluation starts now
+                    self._submit(slot)
             if len(self._window) >= self.inflight:
                 self._make_room()
                 continue
@@ -260,8 +280,6 @@ class SearchEngine:
         if futures:
             cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
             return
-        if any(not s.done for s in self._window):
-            return  # an answer waits for an earlier one to be saved: nothing to wait for
         try:
             cmd = self._commands.get(timeout=timeout)
         except queue.Empty:
@@ -331,7 +349,7 @@ class SearchEngine:
         self._submit(self._next_slot(node_id=node_id, answered=True))
 
     def _submit(self, slot: Slot) -> None:
-        slot.evaluating = True
+        slot.evaluating, slot.deferred = True, False
         node = self.store.node(slot.node_id)
         if node is None:
             slot.evaluated = True
@@ -515,7 +533,10 @@ class SearchEngine:
         self.tally.llm_calls = max(self.tally.llm_calls, slot.call_index + 1)
         slot.node_id, state = self._save_answer(slot.expansion, slot.context, slot.request, gen, slot.trimmed)
         if state == "pending" and submit:
-            self._submit(slot)
+            if self._paused:
+                slot.deferred = True
+            else:
+                self._submit(slot)
 
     def _give_back_call(self, slot: Slot) -> None:
         if slot.call_index is not None and slot.call_index == self._next_call - 1:

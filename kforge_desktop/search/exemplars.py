@@ -1,21 +1,27 @@
-"""Exemplars: correct, well-written kernels of common families, written by us, in the native format.
+"""Exemplars: correct, well-written kernels of common families, in the native format.
 
 Why: a small model copies well and writes C++ from scratch badly. An exemplar of the same family,
-with its arguments renamed to this problem's signature, is (a) shown in the prompt as the thing to
-adapt, and (b) where its signature fits the problem exactly, placed in the tree as a ``seed`` node
+fitted to this problem's signature (``fitting``), is (a) shown in the prompt as the thing to adapt,
+and (b) where it fits the problem and computes all of it, placed in the tree as a ``seed`` node
 (evaluated like any candidate, never counted as an LLM candidate) that edits then start from.
 
-Files live in ``resources/exemplars/<language>/*.cpp|*.cu``; a short comment header names them:
+Two libraries: ours in ``resources/exemplars/<language>/*.cpp|*.cu``, and the user's kernel memory
+(``memory``: kernels the user's own sessions verified). Both use one comment header:
 
     // exemplar: rms_norm
     // keywords: rmsnorm rms rsqrt pow mean norm eps weight
     // ops: pow mean add rsqrt mul rms_norm
+    // needs: masked_fill|where        (optional) operators a problem must run to be of this family
+    // optional: weight=1              (optional) parameters a problem may lack, with their neutral value
+    // output: per-row                 (optional) one value per row instead of one per input value
     // about: one sentence on what it computes
 
-``ops`` names the PyTorch operators the exemplar computes. An exemplar is placed as a seed only when
-it covers every operator the problem's forward runs: GroupNorm's exemplar is not a seed for
-GroupNorm + SiLU (it would be a wrong first node). It is then shown in the prompt with the missing
-operators named, which turns a from-scratch kernel into a one-line change for the model.
+Retrieval is by what the op computes: the operators the problem's forward runs (``problem_ops``)
+against each exemplar's ``ops``, then keywords, then whether it fits the signature. An exemplar is
+a seed only when it covers every operator the problem's forward runs (or all but an elementwise
+epilogue) and its ``needs`` are met: the masked softmax is never a seed for a softmax without a mask.
+When nothing fits exactly, the nearest family still guides the prompt, and ``differences`` says what
+this problem computes otherwise.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from pathlib import Path
 from .. import paths
 from ..csource.items import function_head, function_text, split_items
 from ..kernels.native import parse_exports
+from .fitting import adapt, argument_map, fit, forward_constant  # noqa: F401  (the fitting API, re-exported)
 from .scaffold import FUNCTION, Scaffold
 
 SUFFIX = {"cpp": ".cpp", "cuda": ".cu"}
+HEADER = re.compile(r"^//\s*(exemplar|keywords|ops|needs|optional|output|about|problem|speedup|device):\s*(.*)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,10 @@ class Exemplar:
     path: str
     ops: tuple[str, ...] = ()  # the PyTorch operators it computes (empty: not stated)
     output: str = "like-input"  # its output's size: like-input | per-row (one value per row)
+    needs: tuple[str, ...] = ()  # operators a problem must run ("a|b": either) for this family to apply
+    optional: tuple[tuple[str, float], ...] = ()  # parameters a problem may lack, and their neutral value
+    origin: str = "builtin"  # builtin | memory (verified in one of the user's sessions)
+    problem: str = ""  # memory: the problem it was verified on
 
     def params(self) -> list[tuple[str, str]]:
         """(C type, name) of the entry point's parameters, the CUDA stream excluded."""
@@ -53,143 +65,69 @@ class Exemplar:
         return [(t, n) for t, n in exports[FUNCTION][1] if not t.endswith("cudaStream_t")]
 
 
+def parse_exemplar(text: str, path: Path | str, language: str, origin: str = "builtin") -> Exemplar:
+    """An exemplar from a file's text: its header fields and the kernel without them."""
+    meta = dict(HEADER.findall(text))
+    code = "\n".join(ln for ln in text.splitlines() if not HEADER.match(ln))
+    optional = []
+    for item in meta.get("optional", "").split():
+        name, _, value = item.partition("=")
+        try:
+            optional.append((name, float(value or 0)))
+        except ValueError:
+            continue
+    return Exemplar(
+        name=meta.get("exemplar", Path(path).stem), language=language,
+        keywords=tuple(meta.get("keywords", "").lower().split()), about=meta.get("about", ""),
+        code=code.strip() + "\n", path=str(path), ops=tuple(meta.get("ops", "").split()),
+        output=meta.get("output", "like-input").strip() or "like-input", needs=tuple(meta.get("needs", "").split()),
+        optional=tuple(optional), origin=origin, problem=meta.get("problem", "").strip(),
+    )
+
+
 def exemplar_dir() -> Path:
     return paths.RESOURCES / "exemplars"
 
 
 @lru_cache(maxsize=4)
 def load_exemplars(language: str = "cpp") -> tuple[Exemplar, ...]:
+    """Our own exemplars of ``language`` (the user's kernel memory is ``library``'s)."""
     folder = exemplar_dir() / language
     if language not in SUFFIX or not folder.is_dir():
         return ()
-    out = []
-    for path in sorted(folder.glob("*" + SUFFIX[language])):
-        text = path.read_text()
-        meta = dict(re.findall(r"^//\s*(exemplar|keywords|ops|output|about):\s*(.*)$", text, re.M))
-        code = "\n".join(ln for ln in text.splitlines() if not re.match(r"//\s*(exemplar|keywords|ops|output|about):", ln))
-        out.append(Exemplar(
-            name=meta.get("exemplar", path.stem), language=language,
-            keywords=tuple(meta.get("keywords", "").lower().split()), about=meta.get("about", ""),
-            code=code.strip() + "\n", path=str(path), ops=tuple(meta.get("ops", "").split()),
-            output=meta.get("output", "like-input").strip(),
-        ))
+    out = [parse_exemplar(path.read_text(), path, language) for path in sorted(folder.glob("*" + SUFFIX[language]))]
     # an exemplar may call another's shared helper (silu_mul: softmax's fast_exp) without repeating it
     return tuple(replace(ex, code=provide_helpers(ex.code, language, tuple(out))[0]) for ex in out)
 
 
-# -- fitting an exemplar to a problem's signature ------------------------------------------------------
+def library(language: str, memory: bool = True) -> tuple[Exemplar, ...]:
+    """Everything retrieval chooses from: our exemplars, then (``memory``) the user's verified kernels."""
+    if not memory:
+        return load_exemplars(language)
+    from .memory import load_memory
+
+    return load_exemplars(language) + load_memory(language)
 
 
-def _name_matches(ex_name: str, arg_name: str) -> bool:
-    if ex_name == arg_name:
-        return True
-    if arg_name.endswith("_" + ex_name):
-        return True  # norm_weight <- weight, norm_eps <- eps
-    aliases = {"num_groups": ("groups",), "eps": ("epsilon", "variance_epsilon")}
-    return any(arg_name == a or arg_name.endswith("_" + a) for a in aliases.get(ex_name, ()))
+# -- what a problem computes ---------------------------------------------------------------------------
 
 
-def _base_type(ctype: str) -> str:
-    return "".join(ctype.replace("const", " ").split())
+def op_name(op: str) -> str:
+    """An operator's family name: ``_softmax`` and ``softmax``, ``native_layer_norm`` and ``layer_norm``."""
+    return op.lstrip("_").removeprefix("native_")
 
 
-def forward_constant(source: str) -> float | None:
-    """The one small float literal (an epsilon such as ``1e-6``) in the reference's ``forward``, when
-    there is exactly one; None otherwise."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    found = set()
-    for cls in tree.body:
-        if isinstance(cls, ast.ClassDef) and cls.name == "Model":
-            for fn in cls.body:
-                if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
-                    found |= {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant)
-                              and isinstance(n.value, float) and 0.0 < n.value < 1e-2}
-    return found.pop() if len(found) == 1 else None
+def problem_ops(scaffold: Scaffold) -> tuple[str, ...]:
+    """The operators the reference runs, in order, where the recorded arguments change what one
+    computes: GELU with ``approximate="tanh"`` is ``gelu_tanh`` (the exact GELU is ``gelu``)."""
+    tanh_gelu = ("gelu", "tanh") in scaffold.op_args
+    return tuple("gelu_tanh" if op == "gelu" and tanh_gelu else op for op in scaffold.aten_ops)
 
 
-def argument_map(ex: Exemplar, scaffold: Scaffold, source: str = "") -> dict[str, str] | None:
-    """exemplar parameter name -> problem argument name, when every parameter of each side has
-    exactly one partner of the same type (inputs may also pair by position); else None.
-
-    An exemplar's ``eps`` with no partner maps to ``=<literal>`` when the reference writes its
-    epsilon as a literal in ``forward`` (``+ 1e-6``): the adapted kernel declares it as a constant."""
-    ex_params = ex.params()
-    args = list(scaffold.args)
-    arg_names = {a.name for a in args}
-    if source and len(ex_params) == len(args) + 1 and "eps" not in arg_names and any(
-            n == "eps" and t == "float" for t, n in ex_params):
-        value = forward_constant(source)
-        if value is not None:
-            mapping = _pair([(t, n) for t, n in ex_params if n != "eps"], args)
-            if mapping is not None:
-                mapping["eps"] = f"={value!r}"
-            return mapping
-    if not ex_params or len(ex_params) != len(args):
-        return None
-    return _pair(ex_params, args)
-
-
-def _pair(ex_params: list[tuple[str, str]], args: list) -> dict[str, str] | None:
-    mapping: dict[str, str] = {}
-    used: set[str] = set()
-    ex_inputs = [n for t, n in ex_params if t.startswith("const") and t.replace(" ", "").endswith("*") and n in ("x", "a", "b", "input")]
-    arg_inputs = [a.name for a in args if a.role == "input"]
-    for ctype, name in ex_params:
-        partner = None
-        for a in args:
-            if a.name in used or _base_type(a.ctype) != _base_type(ctype):
-                continue
-            if _name_matches(name, a.name):
-                partner = a.name
-                break
-        if partner is None and name in ex_inputs and len(ex_inputs) == len(arg_inputs):
-            cand = arg_inputs[ex_inputs.index(name)]
-            a = next(x for x in args if x.name == cand)
-            if cand not in used and _base_type(a.ctype) == _base_type(ctype):
-                partner = cand
-        if partner is None:
-            return None
-        mapping[name] = partner
-        used.add(partner)
-    return mapping if len(used) == len(args) else None
-
-
-def adapt(ex: Exemplar, scaffold: Scaffold, source: str = "") -> str | None:
-    """The exemplar rewritten for this problem (its entry point takes the problem's exact signature,
-    its parameters renamed), or None when the signatures do not correspond one to one."""
-    if ex.language != scaffold.language:
-        return None
-    mapping = argument_map(ex, scaffold, source)
-    if mapping is None:
-        return None
-    constants = {k: v[1:] for k, v in mapping.items() if v.startswith("=")}
-    mapping = {k: v for k, v in mapping.items() if not v.startswith("=")}
-    code = ex.code
-    m = re.search(rf'extern\s+"C"\s+void\s+{FUNCTION}\s*\(([^)]*)\)\s*\{{', code, re.S)
-    if not m:
-        return None
-    head, body = code[:m.start()], code[m.end():]
-    # rename inside the entry point's body only (helpers keep their own parameter names)
-    depth, end = 1, 0
-    for i, ch in enumerate(body):
-        depth += ch == "{"
-        depth -= ch == "}"
-        if depth == 0:
-            end = i
-            break
-    inner, rest = body[:end], body[end:]
-    renames = {k: v for k, v in mapping.items() if k != v}
-    if renames:
-        pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in renames) + r")\b")
-        inner = pattern.sub(lambda mm: renames[mm.group(1)], inner)
-    sig = scaffold.signature()
-    decls = "".join(f"\n    const float {k} = {v}f;  // written as a literal in the reference's forward" for k, v in constants.items())
-    return head + sig + " {" + decls + inner + rest
+def needs_met(ex: Exemplar, scaffold: Scaffold) -> bool:
+    """Whether the problem runs every operator the exemplar's family needs (one of each ``a|b``)."""
+    have = {op_name(op) for op in problem_ops(scaffold)}
+    return all(any(op_name(alt) in have for alt in need.split("|")) for need in ex.needs)
 
 
 def missing_ops(ex: Exemplar, scaffold: Scaffold) -> list[str]:
@@ -197,11 +135,10 @@ def missing_ops(ex: Exemplar, scaffold: Scaffold) -> list[str]:
     empty when it covers them all or when either side does not say."""
     if not ex.ops or not scaffold.aten_ops:
         return []
-    covered = set(ex.ops)
+    covered = set(ex.ops) | {op_name(o) for o in ex.ops}
     out: list[str] = []
-    for op in scaffold.aten_ops:
-        name = op.lstrip("_").removeprefix("native_")
-        if op not in covered and name not in covered and op not in out:
+    for op in problem_ops(scaffold):
+        if op not in covered and op_name(op) not in covered and op not in out:
             out.append(op)
     return out
 
@@ -210,7 +147,7 @@ def missing_ops(ex: Exemplar, scaffold: Scaffold) -> list[str]:
 
 
 def _problem_words(scaffold: Scaffold, source: str) -> set[str]:
-    words = set(scaffold.ops)
+    words = set(scaffold.ops) | set(problem_ops(scaffold))
     words |= {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*|\d+\.\d+", source)}
     split = set()
     for w in words:
@@ -218,34 +155,56 @@ def _problem_words(scaffold: Scaffold, source: str) -> set[str]:
     return words | split
 
 
-def rank(scaffold: Scaffold, source: str, language: str | None = None) -> list[tuple[float, Exemplar, str | None]]:
+def op_coverage(ex: Exemplar, scaffold: Scaffold) -> float:
+    """The share of the problem's distinct operators the exemplar computes (0 when either does not say)."""
+    have = {op_name(op) for op in problem_ops(scaffold)}
+    if not have or not ex.ops:
+        return 0.0
+    covered = {op_name(o) for o in ex.ops}
+    return len(have & covered) / len(have)
+
+
+def rank(scaffold: Scaffold, source: str, language: str | None = None, memory: bool = True,
+         exemplars: tuple[Exemplar, ...] | None = None) -> list[tuple[float, Exemplar, str | None]]:
     """Exemplars by similarity to the problem, best first: (score, exemplar, adapted code or None).
 
-    Score: keyword overlap (rare keywords weigh more) plus a bonus when the exemplar's signature
-    maps one to one onto the problem's (then it can be adapted exactly and used as a seed)."""
+    Score: what the op computes first (the share of the problem's operators the exemplar covers,
+    up to 4, and 1 more when it covers them all), then keyword overlap (rare keywords weigh more),
+    2 when it fits the problem's signature (then it can be adapted and used as a seed), and a
+    penalty of 6 when the problem lacks an operator the family needs (a softmax without a mask for
+    the masked softmax). Among equals, a kernel from the user's memory comes first: it was verified
+    on this machine, on a problem of this family. ``exemplars``: the library to rank (default:
+    ``library(language, memory)``)."""
     lang = language or scaffold.language
-    exemplars = load_exemplars(lang)
-    if not exemplars:
+    pool = exemplars if exemplars is not None else library(lang, memory)
+    if not pool:
         return []
     freq: dict[str, int] = {}
-    for ex in exemplars:
+    for ex in pool:
         for k in set(ex.keywords):
             freq[k] = freq.get(k, 0) + 1
     words = _problem_words(scaffold, source)
     out = []
-    for ex in exemplars:
-        score = sum(math.log(1 + len(exemplars) / freq[k]) for k in set(ex.keywords) if k in words)
-        adapted = adapt(ex, scaffold, source)
+    for ex in pool:
+        score = sum(math.log(1 + len(pool) / freq[k]) for k in set(ex.keywords) if k in words)
+        coverage = op_coverage(ex, scaffold)
+        score += 4.0 * coverage + (1.0 if coverage == 1.0 else 0.0)
+        met = needs_met(ex, scaffold)
+        adapted = adapt(ex, scaffold, source) if met else None
+        if not met:
+            score -= 6.0
         if adapted is not None:
             score += 2.0
+        if ex.origin == "memory":
+            score += 0.5
         out.append((score, ex, adapted))
-    out.sort(key=lambda t: (-t[0], t[1].name))
+    out.sort(key=lambda t: (-t[0], t[1].origin != "memory", t[1].name))
     return out
 
 
-def best_exemplar(scaffold: Scaffold, source: str) -> tuple[Exemplar, str] | None:
+def best_exemplar(scaffold: Scaffold, source: str, memory: bool = True) -> tuple[Exemplar, str] | None:
     """The most similar exemplar and the code to show (adapted when it fits, else as written)."""
-    ranked = rank(scaffold, source)
+    ranked = rank(scaffold, source, memory=memory)
     if not ranked or ranked[0][0] <= 0:
         return None
     score, ex, adapted = ranked[0]
@@ -259,10 +218,12 @@ EPILOGUE_OPS = {
     # a loop that calls std::exp is not vectorized, and GroupNorm + SiLU ran at a third of eager with it
     "cpp": {"silu": "v / (1.0f + fast_exp(-v))", "relu": "std::max(v, 0.0f)", "sigmoid": "1.0f / (1.0f + fast_exp(-v))",
             "tanh": "std::tanh(v)", "gelu": "0.5f * v * (1.0f + std::erf(v * 0.70710678f))", "neg": "-v",
-            "abs": "std::fabs(v)", "exp": "fast_exp(v)", "hardswish": "v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f"},
+            "abs": "std::fabs(v)", "exp": "fast_exp(v)", "hardswish": "v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f",
+            "gelu_tanh": "v / (1.0f + fast_exp(-1.5957691216f * (v + 0.044715f * v * v * v)))"},
     "cuda": {"silu": "v / (1.0f + expf(-v))", "relu": "fmaxf(v, 0.0f)", "sigmoid": "1.0f / (1.0f + expf(-v))",
              "tanh": "tanhf(v)", "gelu": "0.5f * v * (1.0f + erff(v * 0.70710678f))", "neg": "-v", "abs": "fabsf(v)",
-             "exp": "expf(v)", "hardswish": "v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f"},
+             "exp": "expf(v)", "hardswish": "v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f",
+             "gelu_tanh": "0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)))"},
 }
 
 
@@ -273,7 +234,7 @@ def epilogue_missing(ex: Exemplar, scaffold: Scaffold) -> list[str]:
     table = EPILOGUE_OPS.get(scaffold.language, {})
     if not missing or any(op not in table for op in missing):
         return []
-    tail = list(scaffold.aten_ops[-len(missing):])
+    tail = list(problem_ops(scaffold)[-len(missing):])
     return missing if tail == missing else []
 
 
@@ -285,23 +246,32 @@ def output_fits(ex: Exemplar, scaffold: Scaffold) -> bool:
     out, primary = scaffold.shapes.get(scaffold.outputs[0]), scaffold.shapes.get(inputs[0]) if inputs else None
     if out is None or not primary:
         return False
+    if ex.output not in ("like-input", "per-row"):
+        return False
     want = math.prod(primary) if ex.output == "like-input" else math.prod(primary[:-1])
     return math.prod(out) == want
 
 
-def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: float = 3.0) -> list[tuple[Exemplar, str]]:
-    """Exemplars to place in the tree as seeds: those that adapt exactly, clearly match and compute
-    every operator of the problem, or all but an elementwise epilogue at the end (that seed is
-    incomplete on purpose: its repair asks the model to add exactly that). An exemplar that leaves
-    out anything else is no seed: it would be a wrong first node, and on targets whose output is
-    smaller than their input, such as pooling, it would write out of bounds."""
-    return [(ex, code) for score, ex, code in rank(scaffold, source)
-            if code is not None and score >= min_score and output_fits(ex, scaffold)
-            and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))][:limit]
+def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: float = 3.0,
+                   memory: bool = True) -> list[tuple[Exemplar, str]]:
+    """Exemplars to place in the tree as seeds: those that adapt exactly, clearly match, meet their
+    family's ``needs`` and compute every operator of the problem, or all but an elementwise epilogue
+    at the end (that seed is incomplete on purpose: its repair asks the model to add exactly that).
+    An exemplar that leaves out anything else is no seed: it would be a wrong first node, and on
+    targets whose output is smaller than their input, such as pooling, it would write out of bounds.
+
+    ``limit`` counts our exemplars; the best fitting kernel of the user's memory comes as well."""
+    fitting = [(ex, code) for score, ex, code in rank(scaffold, source, memory=memory)
+               if code is not None and score >= min_score and output_fits(ex, scaffold) and needs_met(ex, scaffold)
+               and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))]
+    ours = [(ex, code) for ex, code in fitting if ex.origin != "memory"][:limit]
+    remembered = [(ex, code) for ex, code in fitting if ex.origin == "memory" and not missing_ops(ex, scaffold)][:1]
+    return remembered + ours
 
 
 def exemplar_named(name: str, language: str) -> Exemplar | None:
-    return next((ex for ex in load_exemplars(language) if ex.name == name), None)
+    """Our exemplar, else the remembered kernel, called ``name``."""
+    return next((ex for ex in library(language) if ex.name == name), None)
 
 
 def output_writer(code: str, scaffold: Scaffold) -> str:

@@ -53,10 +53,11 @@ class Slot:
     answered: bool = False  # the answer is saved (or there was none): its node exists or never will
     evaluating: bool = False  # its node went to the evaluator
     evaluated: bool = False
+    deferred: bool = False  # answered while the search was paused: evaluated once it resumes
 
     @property
     def done(self) -> bool:
-        return self.answered and (not self.evaluating or self.evaluated)
+        return self.answered and not self.deferred and (not self.evaluating or self.evaluated)
 
 
 def masked_tree(tree: Tree, slots: Iterable[Slot], language: str = "") -> Tree:

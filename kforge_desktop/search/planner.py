@@ -176,7 +176,8 @@ class Planner:
             d = CORRECT_FIRST.get(language) or choose_directive(language, {}, rng)
             answered = [k for k in tree.children(node_id, False) if k.kind == "whole"
                         and (k.state == "duplicate" or (k.verdict is not None and k.verdict.status == "ok"))]
-            found = best_exemplar(scaffold, self.problem_source) if scaffold is not None and config.exemplars else None
+            found = (best_exemplar(scaffold, self.problem_source, memory=config.memory)
+                     if scaffold is not None and config.exemplars else None)
             if answered and found is not None:
                 tried = {k.directive: "failed" for k in tree.children(node_id, False) if k.kind == "whole"}
                 d = choose_directive(language, tried, rng, kernel=found[1], aten_ops=scaffold.aten_ops,

@@ -16,8 +16,17 @@ from ..csource.items import function_head, function_text
 from ..llm import prompts
 from ..llm.generator import Generation, GenerationRequest
 from .config import SearchConfig
+from .differences import differences
 from .directives import directive_by_key
-from .exemplars import EPILOGUE_OPS, PROVIDED, SHARED_HELPERS, best_exemplar, collapse_helpers, missing_ops
+from .exemplars import (
+    EPILOGUE_OPS,
+    PROVIDED,
+    SHARED_HELPERS,
+    best_exemplar,
+    collapse_helpers,
+    epilogue_missing,
+    missing_ops,
+)
 from .scaffold import FUNCTION, Scaffold
 from .tree import Tree
 
@@ -50,12 +59,10 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
     if exp.kind == "whole":
         ctx = prompts.PromptContext(kind="whole", directive=exp.directive_text, **common)
         if config.exemplars and scaffold is not None:
-            found = best_exemplar(scaffold, problem_source)
+            found = best_exemplar(scaffold, problem_source, memory=config.memory)
             if found:
-                table = EPILOGUE_OPS.get(language, {})
-                missing = tuple(epilogue_text(op, table, language) for op in missing_ops(found[0], scaffold))
-                ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about,
-                              exemplar_missing=missing)
+                ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about)
+                ctx = with_differences(ctx, found[0], scaffold, problem_source, language)
         return ctx
     shown = collapse_helpers(parent.kernel_source, language)  # the parent as the prompt shows it
     if exp.kind == "edit":
@@ -128,6 +135,24 @@ def call_record(req: GenerationRequest, gen: Generation, trimmed: tuple[str, ...
     return shown, {"temperature": req.temperature, "seed": req.seed, "max_tokens": req.max_tokens,
                    "finish_reason": gen.finish_reason, "trimmed": list(trimmed), "tokens_per_s": gen.tokens_per_s,
                    "prompt_seconds": gen.prompt_seconds}
+
+
+def with_differences(ctx: prompts.PromptContext, exemplar, scaffold: Scaffold, problem_source: str,
+                     language: str) -> prompts.PromptContext:
+    """``ctx`` saying what the problem computes otherwise than the exemplar it shows: when that is
+    only an elementwise epilogue (GroupNorm's exemplar for GroupNorm + SiLU), as the exemplar's
+    missing operators ("add exactly that, in the loop that writes the output"); otherwise, one line
+    per difference in the directive (a causal mask, a log, another argument)."""
+    notes = differences(exemplar, scaffold, problem_source, language)
+    if not notes:
+        return ctx
+    missing = missing_ops(exemplar, scaffold)
+    if missing and epilogue_missing(exemplar, scaffold) == missing and len(notes) == len(missing):
+        table = EPILOGUE_OPS.get(language, {})
+        return replace(ctx, exemplar_missing=tuple(epilogue_text(op, table, language) for op in missing))
+    lines = "\n".join(f"- {n}" for n in notes)
+    text = f"{ctx.directive}\nThe example kernel is for a similar operation; change it where this model differs:\n{lines}"
+    return replace(ctx, directive=text.strip())
 
 
 def epilogue_text(op: str, table: dict[str, str], language: str) -> str:

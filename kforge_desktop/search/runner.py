@@ -105,6 +105,11 @@ class LazyGenerator:
     def context_size(self) -> int:
         return self._get().context_size
 
+    @property
+    def parallel(self) -> int:
+        """Requests the model serves at once (a server says; llama.cpp in this process: one)."""
+        return int(getattr(self._get(), "parallel", 1)) if self.choice.server_url else 1
+
     def count_tokens(self, text: str) -> int:
         return self._get().count_tokens(text)
 
@@ -123,16 +128,29 @@ class SearchRunner:
 
     ``generator``/``evaluator`` given here are lent and stay open; the ones the runner opens (the
     model of ``model``, loaded on first use when ``lazy_model``; an evaluator on the first search's
-    device with ``workers`` processes) are closed by ``close``."""
+    device with ``workers`` processes) are closed by ``close``.
+
+    ``devices`` (``kernels.devices.parse_devices``: several GPUs of this host) gives the evaluator
+    one worker pool per GPU; ``ray`` (an address, or "auto") evaluates on the actors of a Ray
+    cluster instead. Everything the runner opens shares one ``DeviceGate``: the model pauses between
+    two tokens while a kernel is timed on any GPU of this host."""
 
     def __init__(self, model: ModelChoice | None = None, *, generator=None, evaluator=None,
-                 workers: int | None = None, lazy_model: bool = False, say: Say = _quiet) -> None:
+                 workers: int | None = None, lazy_model: bool = False, say: Say = _quiet,
+                 devices: list[str] | None = None, ray: str | None = None, ray_actors: int | None = None) -> None:
+        from ..kernels.gate import DeviceGate
+
         self.model = model or ModelChoice()
         self.workers = workers
         self.lazy_model = lazy_model
+        self.devices = list(devices or [])
+        self.ray = ray
+        self.ray_actors = ray_actors
+        self.gate = getattr(evaluator, "gate", None) or DeviceGate()
         self._say = say
         self._generator, self._evaluator = generator, evaluator
         self._own_generator = self._own_evaluator = False
+        self._device_evaluators: dict[str, object] = {}  # side-by-side searches: one evaluator per GPU
 
     def open_model(self):
         """The generator, opened now unless lent or lazy (a missing model is then said at once)."""
@@ -143,12 +161,81 @@ class SearchRunner:
         return self._generator
 
     def open_evaluator(self, device: str):
+        """The evaluator of every search of this runner: on ``devices`` (else ``device``), or on Ray."""
         if self._evaluator is None:
-            from ..kernels.evaluator import Evaluator
+            from ..kernels.devices import open_evaluator
 
-            self._evaluator = Evaluator(device=device, workers=self.workers)
+            self._evaluator = open_evaluator(self.devices or [device], workers=self.workers, ray=self.ray,
+                                             ray_actors=self.ray_actors, gate=self.gate, say=self._say)
             self._own_evaluator = True
         return self._evaluator
+
+    def side_by_side(self) -> list[str]:
+        """The GPUs that searches of several problems run on side by side, one search per GPU (the
+        whole-model flow's targets); empty where they run one after the other on the evaluator."""
+        if self._evaluator is not None or self.ray or len(self.devices) < 2:
+            return []
+        from ..kernels.devices import device_name, one_kind
+
+        kept, left = one_kind(self.devices, {d: device_name(d) for d in self.devices})
+        if left:
+            self._say(f"left out {', '.join(left)}: another kind of GPU than {kept[0]}")
+        return kept
+
+    def run_side_by_side(self, store: SessionStore, jobs: list[tuple[int, SearchConfig]],
+                         listener: Callable[[ev.Event], None] | None = None,
+                         before: Callable[[int], None] | None = None) -> list[ev.Finished]:
+        """Run the searches of ``jobs`` (problem id, config), each to its end, one per GPU of
+        ``side_by_side()`` at a time (the next job goes to the first GPU that is free), all with
+        the one model; in this thread, one after the other, when there are not two GPUs."""
+        import dataclasses
+        import queue
+
+        gpus = self.side_by_side()
+        if not gpus:
+            out = []
+            for pid, cfg in jobs:
+                if before is not None:
+                    before(pid)
+                out.append(self.run(store, pid, cfg, listener))
+            return out
+        from ..kernels.evaluator import Evaluator
+
+        generator = self.open_model()
+        for d in gpus:
+            if d not in self._device_evaluators:
+                self._device_evaluators[d] = Evaluator(device=d, workers=self.workers, gate=self.gate)
+        todo: queue.Queue = queue.Queue()
+        for job in jobs:
+            todo.put(job)
+        results: dict[int, ev.Finished] = {}
+        errors: list[BaseException] = []
+
+        def serve(device: str) -> None:
+            while not errors:
+                try:
+                    pid, cfg = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    if before is not None:
+                        before(pid)
+                    engine = SearchEngine(store, pid, generator, self._device_evaluators[device],
+                                          dataclasses.replace(cfg, device=device))
+                    if listener is not None:
+                        engine.subscribe(listener)
+                    results[pid] = engine.run()
+                except BaseException as err:  # said by the caller, after the other searches stop
+                    errors.append(err)
+
+        threads = [threading.Thread(target=serve, args=(d,), name=f"kforge-search-{d}", daemon=True) for d in gpus]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return [results[pid] for pid, _ in jobs if pid in results]
 
     def engine(self, store: SessionStore, problem_id: int, config: SearchConfig | None = None,
                listener: Callable[[ev.Event], None] | None = None) -> SearchEngine:
@@ -170,6 +257,8 @@ class SearchRunner:
         """Close what the runner opened (evaluator workers, a loaded model); lent ones stay open."""
         if self._own_evaluator:
             self._evaluator, self._own_evaluator = _close(self._evaluator), False
+        for d in list(self._device_evaluators):
+            _close(self._device_evaluators.pop(d))
         if self._own_generator:
             self._generator, self._own_generator = _close(self._generator), False
 
@@ -227,5 +316,25 @@ def reverify_session(session_path: Path, device: str, say: Say = _quiet) -> str:
     try:
         with Evaluator(device=device) as evaluator:
             return reverify(store, evaluator, device, say).summary
+    finally:
+        store.close()
+
+
+def retime_session(session_path: Path, device: str, say: Say = _quiet) -> str:
+    """Re-time the best few nodes of every problem of a session together (``retiming.retime_best``),
+    so the chosen node is the fastest of one shared measurement; returns a one-line summary."""
+    from ..kernels.evaluator import Evaluator
+    from .retiming import retime_best
+
+    store = SessionStore.open(session_path)
+    try:
+        with Evaluator(device=device) as evaluator:
+            n = 0
+            for rec in store.problems():
+                n += len(retime_best(store, rec.id, rec.to_problem(), evaluator, lambda m, _lvl="info": say(m)))
+                best = store.chosen_node(rec.id)
+                if best is not None and best.speedup is not None:
+                    say(f"{rec.name}: chosen #{best.id}, {best.speedup:.2f}x over eager")
+            return f"re-timed {n} node(s) together with their reference"
     finally:
         store.close()

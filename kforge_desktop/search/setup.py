@@ -97,9 +97,10 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
         scaffold = try_scaffold(problem, language) if config.scaffold or config.seeds else None
         root_id = store.root(problem_id).id
         if scaffold is not None and config.seeds:
-            for exemplar, code in seed_exemplars(scaffold, problem.source):
+            for exemplar, code in seed_exemplars(scaffold, problem.source, memory=config.memory):
                 left_out = epilogue_missing(exemplar, scaffold)
-                note = f"exemplar {exemplar.name}: {exemplar.about}"
+                source_of = "remembered kernel" if exemplar.origin == "memory" else "exemplar"
+                note = f"{source_of} {exemplar.name}: {exemplar.about}"
                 if left_out:
                     note += f" Leaves out {', '.join(left_out)}: its repair asks the model to add that."
                 store.add_node(

@@ -13,8 +13,8 @@ from kforge_desktop.llm import prompts
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search.exemplars import (
     adapt,
-    best_exemplar,
     epilogue_missing,
+    exemplar_named,
     load_exemplars,
     missing_ops,
     output_writer,
@@ -48,21 +48,30 @@ def test_each_problem_gets_a_seed_that_builds_and_runs_like_the_reference(name, 
     seeds = seed_exemplars(scaffold, problem.source)
     assert seeds, f"no exemplar fits {name}"
     exemplar, code = seeds[0]
-    if name == "group_norm_silu.py":
-        # GroupNorm's exemplar fits the signature but leaves the final SiLU out: an incomplete seed
-        # whose repair names exactly that change
-        assert exemplar.name == "group_norm" and epilogue_missing(exemplar, scaffold) == ["silu"]
-        assert output_writer(code, scaffold) == "affine_channel"
-    else:
-        assert missing_ops(exemplar, scaffold) == []
+    assert missing_ops(exemplar, scaffold) == []
     source = scaffold.module_source(code)
     assert kernel_of_module(source).strip() == code.strip()
     ref, new = _outputs(problem, scaffold, code, f"seed_{problem.name}")
-    close = torch.allclose(ref, new, atol=1e-4, rtol=1e-4)
-    if name == "group_norm_silu.py":
-        assert not close  # the SiLU is left for the model to add
-    else:
-        assert close, f"seed {exemplar.name} is wrong for {name}"
+    assert torch.allclose(ref, new, atol=1e-4, rtol=1e-4), f"seed {exemplar.name} is wrong for {name}"
+
+
+def test_an_exemplar_that_leaves_out_only_the_final_activation_is_an_incomplete_seed(build_cache):
+    """Without its own GroupNorm + SiLU exemplar, GroupNorm's would be the seed of GroupNorm + SiLU: it
+    fits the signature and leaves only the final SiLU out; its repair names exactly that change."""
+    problem = load_problem(PROBLEMS / "group_norm_silu.py")
+    scaffold = build_scaffold(problem)
+    code = _group_norm_seed(problem, scaffold)
+    exemplar = exemplar_named("group_norm", "cpp")
+    assert epilogue_missing(exemplar, scaffold) == ["silu"]
+    assert output_writer(code, scaffold) == "affine_channel"
+    assert not torch.allclose(*_outputs(problem, scaffold, code, "gn_incomplete"), atol=1e-4, rtol=1e-4)
+
+
+def _group_norm_seed(problem, scaffold) -> str:
+    """GroupNorm's exemplar fitted to GroupNorm + SiLU (the seed it would be without its twin)."""
+    code = adapt(exemplar_named("group_norm", "cpp"), scaffold, problem.source)
+    assert code is not None
+    return code
 
 
 def _build_module(scaffold, code: str, name: str):
@@ -121,7 +130,7 @@ def test_a_kernel_that_calls_the_shared_exp_gets_its_definition_and_the_silu_com
 
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     scaffold = build_scaffold(problem)
-    (exemplar, code), = seed_exemplars(scaffold, problem.source)
+    code = _group_norm_seed(problem, scaffold)
     assert GROUP_NORM_STORE in code and "fast_exp" in EPILOGUE_OPS["cpp"]["silu"]
     kernel, added = provide_helpers(_with_silu(code), "cpp")
     assert added == ["fast_exp"] and kernel.index("fast_exp(float x)") < kernel.index("affine_channel(")
@@ -149,7 +158,7 @@ def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(nam
 
 def test_retrieval_ranks_the_same_family_first():
     expect = {"softmax.py": "row_softmax", "rms_norm.py": "rms_norm", "layer_norm.py": "layer_norm",
-              "gelu_bias.py": "gelu_bias", "silu_mul.py": "silu_mul", "group_norm_silu.py": "group_norm"}
+              "gelu_bias.py": "gelu_bias", "silu_mul.py": "silu_mul", "group_norm_silu.py": "group_norm_silu"}
     for name, family in expect.items():
         problem = load_problem(PROBLEMS / name)
         assert rank(build_scaffold(problem), problem.source)[0][1].name == family
@@ -157,8 +166,12 @@ def test_retrieval_ranks_the_same_family_first():
 
 def test_an_exemplar_that_does_not_fit_the_signature_is_not_adapted():
     layer = next(e for e in load_exemplars("cpp") if e.name == "layer_norm")
+    group = next(e for e in load_exemplars("cpp") if e.name == "group_norm")
     rms = build_scaffold(load_problem(PROBLEMS / "rms_norm.py"))
-    assert adapt(layer, rms) is None  # rms norm has no bias: one argument would be left over
+    softmax = build_scaffold(load_problem(PROBLEMS / "softmax.py"))
+    assert adapt(group, rms) is None  # batch, channels, spatial: nothing of rows and cols
+    assert adapt(layer, softmax) is None  # a softmax has no epsilon for LayerNorm's eps
+    assert adapt(layer, rms) is not None  # LayerNorm's bias is optional: RMSNorm's signature fits it
 
 
 def test_every_exemplar_declares_itself_and_has_a_cuda_twin():
@@ -437,8 +450,7 @@ def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_dec
 
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     scaffold = build_scaffold(problem)
-    (exemplar, code), = seed_exemplars(scaffold, problem.source)
-    complete = provide_helpers(_with_silu(code), "cpp")[0]
+    complete = provide_helpers(_with_silu(_group_norm_seed(problem, scaffold)), "cpp")[0]
     const_sum = ("static inline float sum_of(const float* v, int64_t n) {\n    const float s0 = v[0];\n"
                  "    const float s1 = v[1];\n    const float s2 = v[2];\n    const float s3 = v[3];\n"
                  "    int64_t c = 4;\n    for (; c + 4 <= n; c += 4) {\n        s0 += v[c];\n        s1 += v[c + 1];\n"
@@ -466,14 +478,17 @@ def test_autofix_unconsts_an_assigned_accumulator_and_drops_an_unused_pasted_dec
 
 
 def test_the_whole_kernel_prompt_names_what_the_exemplar_leaves_out():
+    from kforge_desktop.search.prompting import with_differences
+
     problem = load_problem(PROBLEMS / "group_norm_silu.py")
     s = build_scaffold(problem)
-    ex, code = best_exemplar(s, problem.source)
+    ex = exemplar_named("group_norm", "cpp")
+    code = adapt(ex, s, problem.source)
     ctx = prompts.PromptContext(kind="whole", language="cpp", problem_source=problem.source, signature=s.signature(),
                                 arguments=s.describe_args(), exemplar=code, exemplar_about=ex.about,
-                                exemplar_missing=tuple(missing_ops(ex, s)))
-    user = prompts.render(ctx)[1]
-    assert "does not compute silu" in user and code.strip() in user
+                                directive="Write a straightforward, correct kernel first.")
+    user = prompts.render(with_differences(ctx, ex, s, problem.source, "cpp"))[1]
+    assert "does not compute silu (of a value v: v / (1.0f + fast_exp(-v))" in user and code.strip() in user
 
 
 def test_a_seed_is_never_placed_where_the_exemplar_leaves_out_more_than_an_epilogue():

@@ -11,16 +11,16 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QLabel,
     QLineEdit,
-    QPlainTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
-from ..docks.code.view import mono_font
+from ..docks.code.editor import CodeEditor
 
 
 class EditChildDialog(QDialog):
-    def __init__(self, parent: QWidget | None, node_id: int, source: str) -> None:
+    def __init__(self, parent: QWidget | None, node_id: int, source: str, language: str = "cpp",
+                 dark: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("editChildDialog")
         self.setWindowTitle(f"Edit node #{node_id} as a new child")
@@ -31,11 +31,9 @@ class EditChildDialog(QDialog):
             self,
         )
         info.setWordWrap(True)
-        self.editor = QPlainTextEdit(self)
+        self.editor = CodeEditor(f"module:{language}", dark, self)  # line numbers, highlighting
         self.editor.setObjectName("childSource")
-        self.editor.setFont(mono_font())
-        self.editor.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.editor.setPlainText(source)
+        self.editor.set_text(source)
         self.note = QLineEdit(self)
         self.note.setObjectName("childNote")
         self.note.setPlaceholderText("What did you change? (optional)")

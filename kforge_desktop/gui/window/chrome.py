@@ -1,4 +1,4 @@
-"""The window's chrome: the six docks and where they start, the actions with their shortcuts, the
+"""The window's chrome: the seven docks and where they start, the actions with their shortcuts, the
 toolbar with the search choices, the menus, the notice banner and the status bar.
 
 It builds widgets and shows what it is told. What an action does is connected by the main window;
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from ... import paths
 from ...search import events as ev
+from ..docks.candidates.widget import CandidatesWidget
 from ..docks.code.widget import CodeWidget
 from ..docks.inspector.widget import InspectorWidget
 from ..docks.log.widget import LogWidget
@@ -37,7 +38,7 @@ from ..docks.targets.widget import TargetsWidget
 from ..docks.tree.actions import NodeCommandTarget
 from ..docks.tree.widget import TreeWidget
 from ..session_model import SessionModel
-from ..settings import SearchChoices
+from ..settings import SearchChoices, Settings
 from ..theme import Theme
 
 ICON = paths.RESOURCES / "icons" / "kforge.svg"
@@ -53,21 +54,24 @@ def app_icon() -> QIcon:
 # docks
 # ----------------------------------------------------------------------------------------------
 class Docks:
-    """The six panels: their widgets, their docks, where they start and how big they are."""
+    """The seven panels: their widgets, their docks, where they start and how big they are. The
+    candidate table shares the tree's place, as a tab beside it."""
 
     def __init__(self, win: QMainWindow, session: SessionModel, theme: Theme,
-                 commands: NodeCommandTarget) -> None:
+                 commands: NodeCommandTarget, settings: Settings | None = None) -> None:
         self._win = win
         self.targets_widget = TargetsWidget(session, win)
         self.tree_widget = TreeWidget(session, theme, commands, win)
-        self.plot_widget = PlotWidget(session, theme, win)
-        self.code_widget = CodeWidget(session, theme, win)
+        self.candidates_widget = CandidatesWidget(session, theme, win)
+        self.plot_widget = PlotWidget(session, theme, win, settings=settings)
+        self.code_widget = CodeWidget(session, theme, win, settings=settings)
         self.inspector_widget = InspectorWidget(session, theme, win)
         self.log_widget = LogWidget(session, win)
         L, R, B = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
                    Qt.DockWidgetArea.BottomDockWidgetArea)
         self.targets_dock = self._dock("targetsDock", "Targets", self.targets_widget, L)
         self.tree_dock = self._dock("treeDock", "Search tree", self.tree_widget, L)
+        self.candidates_dock = self._dock("candidatesDock", "Candidates", self.candidates_widget, L)
         self.code_dock = self._dock("codeDock", "Code && diff", self.code_widget, R)
         self.inspector_dock = self._dock("inspectorDock", "Inspector", self.inspector_widget, R)
         self.plot_dock = self._dock("plotDock", "Speedup plot", self.plot_widget, B)
@@ -75,7 +79,9 @@ class Docks:
         win.splitDockWidget(self.targets_dock, self.tree_dock, Qt.Orientation.Vertical)
         win.splitDockWidget(self.code_dock, self.inspector_dock, Qt.Orientation.Vertical)
         win.splitDockWidget(self.plot_dock, self.log_dock, Qt.Orientation.Horizontal)
-        self.all = [self.targets_dock, self.tree_dock, self.plot_dock, self.code_dock,
+        win.tabifyDockWidget(self.tree_dock, self.candidates_dock)
+        self.tree_dock.raise_()
+        self.all = [self.targets_dock, self.tree_dock, self.candidates_dock, self.plot_dock, self.code_dock,
                     self.inspector_dock, self.log_dock]
         self.size()
 
@@ -104,6 +110,7 @@ class Docks:
         for d in self.all:
             d.setFloating(False)
             d.show()
+        self.tree_dock.raise_()
 
     def focus_find(self) -> None:
         self.tree_dock.show()
@@ -147,6 +154,9 @@ class Actions:
         self.open = A("actOpen", "&Open session…", key.Open, "Open a saved session")
         self.example = A("actExample", "Open the bundled &example", None,
                          "Start a session on the bundled row-softmax example")
+        self.export = A("actExport", "&Export…", "Ctrl+Shift+E",
+                        "Write the chosen kernels as kforge export does (a whole model: a package that "
+                        "patches it; a problem: the chosen ModelNew module)")
         self.close_session = A("actCloseSession", "&Close session")
         self.quit = A("actQuit", "&Quit", key.Quit)
         self.start = A("actStart", "&Start", "Ctrl+R", "Start or continue the search")
@@ -164,6 +174,11 @@ class Actions:
         self.best = A("actBest", "Select the chosen node", "Ctrl+J",
                       "Select the pinned node, or the fastest correct one")
         self.reset_layout = A("actResetLayout", "&Reset layout", None, "Put every panel back where it started")
+        self.preferences = A("actPreferences", "&Preferences…", "Ctrl+,",
+                             "Models folder, sessions folder, workers and threads")
+        self.candidates = A("actCandidates", "Show the &candidate table", "Ctrl+T",
+                            "Every node of this problem in a table sortable by time, speedup or status")
+        self.shortcuts = A("actShortcuts", "&Keyboard shortcuts", "Ctrl+/", "Every shortcut of the window")
         self.tour = A("actTour", "&Tour", "F1", "A short tour of the panels")
         self.tutorial = A("actTutorial", "T&utorial")
         self.about = A("actAbout", "&About")
@@ -270,8 +285,12 @@ def build_menus(win: QMainWindow, actions: Actions, docks: Docks, strategy_box: 
     recent.setObjectName("recentMenu")
     m.addAction(actions.example)
     m.addSeparator()
+    m.addAction(actions.export)
+    m.addSeparator()
     m.addAction(actions.close_session)
     m.addAction(actions.quit)
+    m = mb.addMenu("&Edit")
+    m.addAction(actions.preferences)
     m = mb.addMenu("&Search")
     for a in (actions.start, actions.start_all, actions.pause, actions.stop):
         m.addAction(a)
@@ -292,6 +311,7 @@ def build_menus(win: QMainWindow, actions: Actions, docks: Docks, strategy_box: 
     for d in docks.all:
         m.addAction(d.toggleViewAction())
     m.addSeparator()
+    m.addAction(actions.candidates)
     m.addAction(actions.fit)
     theme = m.addMenu("&Theme")
     group = QActionGroup(win)
@@ -306,6 +326,7 @@ def build_menus(win: QMainWindow, actions: Actions, docks: Docks, strategy_box: 
     m.addAction(actions.reset_layout)
     m = mb.addMenu("&Help")
     m.addAction(actions.tour)
+    m.addAction(actions.shortcuts)
     m.addAction(actions.tutorial)
     m.addAction(actions.about)
     return recent
@@ -315,35 +336,38 @@ def build_menus(win: QMainWindow, actions: Actions, docks: Docks, strategy_box: 
 # banner and status bar
 # ----------------------------------------------------------------------------------------------
 class Banner:
-    """A bar under the toolbar for what the user must know (a session measured on another machine),
-    with the one thing to do about it and a Dismiss button."""
+    """A bar under the toolbar for what the user must know (a session measured on another machine;
+    why Start is off), with the one thing to do about it and a Dismiss button."""
 
-    def __init__(self, win: QMainWindow) -> None:
+    def __init__(self, win: QMainWindow, name: str = "notice",
+                 action_text: str = "Re-verify and re-time the chosen kernels", dismiss: bool = True) -> None:
         win.addToolBarBreak()
         bar = QToolBar("Notice", win)
-        bar.setObjectName("noticeBar")
+        bar.setObjectName(f"{name}Bar")
         bar.setMovable(False)
         box = QWidget(bar)
         lay = QHBoxLayout(box)
         lay.setContentsMargins(8, 2, 8, 2)
         self.label = QLabel("", box)
-        self.label.setObjectName("bannerLabel")
+        self.label.setObjectName("bannerLabel" if name == "notice" else f"{name}Label")
         self.label.setWordWrap(True)
-        self.action = QPushButton("Re-verify and re-time the chosen kernels", box)
-        self.action.setObjectName("bannerReverify")
-        dismiss = QPushButton("Dismiss", box)
-        dismiss.clicked.connect(lambda: bar.setVisible(False))
+        self.action = QPushButton(action_text, box)
+        self.action.setObjectName("bannerReverify" if name == "notice" else f"{name}Action")
         lay.addWidget(self.label, 1)
         lay.addWidget(self.action)
-        lay.addWidget(dismiss)
+        if dismiss:
+            close = QPushButton("Dismiss", box)
+            close.clicked.connect(lambda: bar.setVisible(False))
+            lay.addWidget(close)
         bar.addWidget(box)
         box.setStyleSheet("QWidget { background: #fff4d6; color: #5c4400; } QPushButton { padding: 2px 8px; }")
         win.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
         self.bar = bar
         bar.setVisible(False)
 
-    def show(self, text: str) -> None:
+    def show(self, text: str, with_action: bool = True) -> None:
         self.label.setText(text)
+        self.action.setVisible(with_action)
         self.bar.setVisible(True)
 
     def hide(self) -> None:
@@ -373,11 +397,14 @@ class StatusLine:
         self.rate_label = label("rateLabel", "Candidates evaluated per minute")
         self.yield_label = label("yieldLabel", "How productive the model is on this problem: the share of its "
                                  "candidates that build and that are correct")
+        # the count is a label beside a thin bar: a fill never hides its text
+        self.progress_label = label("progressLabel", "Candidates judged out of the problem's budget (seeds and "
+                                    "the reference are not candidates)")
         self.progress_bar = QProgressBar(win)
         self.progress_bar.setObjectName("progressBar")
-        self.progress_bar.setMaximumWidth(180)
-        self.progress_bar.setTextVisible(True)
-        self.progress_bar.setFormat("%v / %m")
+        self.progress_bar.setFixedWidth(120)
+        self.progress_bar.setFixedHeight(10)
+        self.progress_bar.setTextVisible(False)
         sb.addPermanentWidget(self.progress_bar)
         self.eta_label = label("etaLabel", "Estimated time to the end of the budget")
 
@@ -398,11 +425,22 @@ class StatusLine:
         if tokens_per_s:
             self.tps_label.setText(f"{tokens_per_s:.1f} tok/s")
 
-    def show_count(self, done: int, budget: int) -> None:
-        self.progress_bar.setMaximum(max(budget, done, 1))
-        self.progress_bar.setValue(done)
+    def clear_run(self) -> None:
+        """No search runs (stopped, finished, another session): rates and estimates are the past."""
+        for lab in (self.tps_label, self.rate_label, self.eta_label):
+            lab.setText("")
 
-    def show_progress(self, p: ev.Progress, paused: bool) -> None:
+    def show_count(self, done: int, budget: int | None) -> None:
+        self.progress_bar.setMaximum(max(budget or 0, done, 1))
+        self.progress_bar.setValue(done)
+        self.progress_label.setText(f"{done} of {budget} candidates" if budget else f"{done} candidates")
+
+    def show_phase_note(self, text: str, tip: str) -> None:
+        """The phase with a longer explanation in its tooltip (another process owns the session)."""
+        self.phase_label.setText(text)
+        self.phase_label.setToolTip(tip or "What the search is doing now")
+
+    def show_progress(self, p: ev.Progress, paused: bool, best: float | None = None) -> None:
         self.show_count(p.done, p.budget)
         minutes = p.elapsed_s / 60.0
         rate = p.done / minutes if minutes > 0.05 and p.done else None
@@ -414,8 +452,8 @@ class StatusLine:
         else:
             self.eta_label.setText("")
         phase = "paused" if paused else (p.phase or "")
-        best = f" · best {p.best_speedup:.2f}×" if p.best_speedup else ""
-        self.phase_label.setText(f"{phase}{best}")
+        shown = f" · best win {best:.2f}×" if best else ""
+        self.phase_label.setText(f"{phase}{shown}")
 
     def show_yield(self, prod) -> None:
         """The model's productivity on this problem; amber, with the advice, when it is low."""

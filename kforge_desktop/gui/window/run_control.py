@@ -3,7 +3,11 @@ runs; "search all targets" one after another; and what the engine thread reports
 tokens, log lines, the end), shown in the status bar and the inspector's live view.
 
 The engine runs on the ``SearchController``'s thread; this side only sends it commands and shows
-its events. The choices (budget, time, strategy, device) are read from the toolbar's ``SearchBar``.
+its events. The choices (budget, time, strategy, device) are read from the toolbar's ``SearchBar``;
+opening a session or choosing another of its problems shows that problem's own stored choices.
+
+Start is refused, with one sentence, while another process is searching the session
+(``gui.ownership``) or while the problem cannot be searched (``gui.problem_check``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from PySide6.QtCore import QTimer
 
 from ...search import events as ev
 from ..controller import SearchController, StartRequest
+from ..ownership import Owner, session_owner
+from ..problem_check import ProblemChecks
 from ..docks.inspector.widget import InspectorWidget
 from ..docks.log.widget import LogWidget
 from ..docks.targets.model import TargetsModel
@@ -44,6 +50,10 @@ class RunControl:
         self._open_example = open_example  # Start with no session open searches the bundled example
         self._closing = closing
         self._target_queue: list[int] = []  # problems still to search after this one ("all targets")
+        self.owner: Owner | None = None  # another process searching this session, as last seen
+        self.checks = ProblemChecks()
+        self.external_block: Callable[[], str] = lambda: ""  # e.g. a problem file that failed its check
+        self.changed: Callable[[], None] = lambda: None  # the window updates its actions
         self._wire()
 
     def _wire(self) -> None:
@@ -58,9 +68,62 @@ class RunControl:
         c.tokens.connect(self._tokens)
         c.finished.connect(self._finished)
         c.failed.connect(lambda s, d: self._report(s, d, level="error"))
+        c.runningChanged.connect(self._running_changed)
         # a budget or time limit changed during a run reaches the engine at once
         self.bar.budget_spin.valueChanged.connect(self._budget_changed)
         self.bar.minutes_spin.valueChanged.connect(self._budget_changed)
+        self.session.sessionChanged.connect(self._session_changed)
+        self.session.problemChanged.connect(self._problem_changed)
+        self._owner_timer = QTimer(c)
+        self._owner_timer.setInterval(2000)
+        self._owner_timer.timeout.connect(self.check_owner)
+
+    # ------------------------------------------------------------------------------------------
+    # who may start, per session
+    # ------------------------------------------------------------------------------------------
+    def _session_changed(self) -> None:
+        """A new session starts clean: no rates, estimates or live answer of the last one."""
+        self._target_queue = []
+        self.status.clear_run()
+        self._inspector.live_clear()
+        if self.session.store is None:
+            self._owner_timer.stop()
+        else:
+            self._owner_timer.start()
+
+    def _problem_changed(self, _problem_id) -> None:
+        state = self.session.store.search_state(self.session.problem_id) if self.session.problem_id else None
+        if state is not None and not self.controller.running:
+            self.load_choices(state)
+        self.check_owner(force=True)
+
+    def _running_changed(self, running: bool) -> None:
+        if not running:
+            self.status.clear_run()
+        self.check_owner(force=True)
+
+    def check_owner(self, force: bool = False) -> None:
+        """Ask again whether another process searches this session; tell the window when it changed."""
+        owner = session_owner(self.session.store, self.session.problem_id, self.controller.running)
+        if owner != self.owner or force:
+            self.owner = owner
+            self.changed()
+
+    def problem_trouble(self) -> str:
+        return self.checks.trouble(self.session.problem()) or ""
+
+    def blocked_reason(self) -> str:
+        """Why Start is off right now (one sentence), or "" when it may start."""
+        if self.controller.running:
+            return ""
+        external = self.external_block()
+        if external:
+            return external
+        if self.owner is not None:
+            return self.owner.sentence()
+        if self.session.store is not None and self.session.problem_id is not None:
+            return self.problem_trouble()
+        return ""
 
     # ------------------------------------------------------------------------------------------
     # choices
@@ -105,6 +168,11 @@ class RunControl:
             if self.controller.paused:
                 self.controller.resume()
             return True
+        self.check_owner()
+        blocked = self.blocked_reason()
+        if blocked:
+            self._report(blocked, level="warning", dialog=False)
+            return False
         if self.session.store is None and not self._open_example():
             return False
         store, pid = self.session.store, self.session.problem_id
@@ -118,7 +186,10 @@ class RunControl:
             budget = counted + 1
         config = self.search_config(budget)
         self.save_choices()
-        request = StartRequest(store.path, pid, config, self.settings.llm(), needs_model=not evaluate_only)
+        from ..preferences import workers
+
+        request = StartRequest(store.path, pid, config, self.settings.llm(), needs_model=not evaluate_only,
+                               workers=workers(self.settings.preferences()))
         self.controller.start(request, store)
         for cmd in first or []:
             self.controller.send(cmd)
@@ -184,7 +255,9 @@ class RunControl:
             self._inspector.live_reset(message)
 
     def _progress(self, p: ev.Progress) -> None:
-        self.status.show_progress(p, self.controller.paused)
+        best = self.session.best_id()
+        node = self.session.light(best) if best is not None else None
+        self.status.show_progress(p, self.controller.paused, node.speedup if node else None)
 
     def _tokens(self, text: str, tps) -> None:
         self._inspector.live_append(text)
@@ -198,20 +271,20 @@ class RunControl:
         if self.controller.running:
             return
         if not known:
-            self.status.show_count(0, 1)
+            self.status.show_count(0, None)
             return
-        state = store.search_state(pid)
-        budget = (state.budget_candidates if state else None) or self.bar.budget()
-        self.status.show_count(store.candidates_done(pid), budget)
+        # the same count as the targets table and the tree (gui.counts): the budget's candidates
+        self.status.show_count(store.candidates_done(pid), self.session.budget() or self.bar.budget())
 
     def _finished(self, f: ev.Finished) -> None:
         self.session.refresh()
         self._log.pull()
         text = FINISH_REASONS.get(f.reason, f.reason)
-        best = f"; chosen node #{f.best_node_id}" if f.best_node_id is not None else ""
+        chosen = self.session.chosen_id()
+        best = f"; chosen node #{chosen}" if chosen is not None else "; no measured win yet"
         self.status.message(f"Search finished: {text}{best}.")
         self.status.show_phase(text)
-        self.status.clear_eta()
+        self.status.clear_run()
         if f.reason in ("budget", "time") and self._target_queue and not self._closing():
             nxt = self._target_queue.pop(0)
             QTimer.singleShot(0, lambda: self._next_target(nxt))

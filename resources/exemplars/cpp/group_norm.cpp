@@ -1,6 +1,7 @@
 // exemplar: group_norm
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias
 // ops: native_group_norm group_norm
+// optional: weight=1 bias=0
 // about: GroupNorm on [batch, channels, spatial]: statistics per (sample, group of channels), then a per-channel affine.
 #include <cmath>
 #include <cstdint>

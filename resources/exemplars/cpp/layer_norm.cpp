@@ -1,6 +1,7 @@
 // exemplar: layer_norm
 // keywords: layernorm layer_norm norm mean variance var eps weight bias affine normalize
 // ops: native_layer_norm layer_norm
+// optional: weight=1 bias=0
 // about: LayerNorm over the last dimension with weight and bias: (x - mean) / sqrt(var + eps) * weight + bias.
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // exemplar: rms_norm
 // keywords: rmsnorm rms_norm rms rsqrt pow mean norm eps weight scale
 // ops: pow mean add rsqrt mul sqrt div rms_norm
+// optional: weight=1
 // about: RMSNorm over the last dimension with a learned scale: x / sqrt(mean(x*x) + eps) * weight.
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // exemplar: bias_gelu_erf
 // keywords: gelu erf exact bias add elementwise activation mlp
 // ops: add gelu erf mul div
+// optional: bias=0
 // about: bias add then exact GELU (PyTorch's default, with erf) over [rows, cols]: each thread owns 4 columns (bias loaded once) and ROWS rows of them, float4 loads.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // exemplar: gelu_bias
 // keywords: gelu tanh bias add elementwise activation 0.7978845608 0.044715 approximate
-// ops: add mul tanh pow gelu
+// ops: add mul tanh pow gelu_tanh
+// optional: bias=0
 // about: bias add then tanh-approximated GELU over [rows, cols]: each thread owns 4 columns (bias loaded once) and ROWS rows of them, float4 loads.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // exemplar: group_norm
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias
 // ops: native_group_norm group_norm
+// optional: weight=1 bias=0
 // about: GroupNorm on [batch, channels, spatial]: the blocks of a cluster share each (sample, group) slice, hold it in registers and merge their statistics in distributed shared memory; reads x once.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>

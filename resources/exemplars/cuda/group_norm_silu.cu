@@ -1,6 +1,7 @@
 // exemplar: group_norm_silu
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias silu swish sigmoid activation unet diffusion
 // ops: native_group_norm group_norm silu sigmoid mul
+// optional: weight=1 bias=0
 // about: GroupNorm then SiLU on [batch, channels, spatial]: the blocks of a cluster share each (sample, group) slice, hold it in registers and merge their statistics in distributed shared memory; reads x once.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>

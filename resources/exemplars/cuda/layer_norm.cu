@@ -1,6 +1,7 @@
 // exemplar: layer_norm
 // keywords: layernorm layer_norm norm mean variance var eps weight bias affine normalize
 // ops: native_layer_norm layer_norm
+// optional: weight=1 bias=0
 // about: LayerNorm over the last dimension: one block per row held in registers (float4 loads), exact two-step mean and variance by warp shuffles; reads x once, writes out once.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,6 +1,8 @@
 // exemplar: layer_norm_residual
 // keywords: layernorm layer_norm residual skip add sum norm mean variance var eps weight bias affine transformer
 // ops: add native_layer_norm layer_norm
+// needs: add
+// optional: weight=1 bias=0
 // about: LayerNorm of a residual sum, norm(x + residual), over the last dimension: one block per row, the sum held in registers (float4 loads), exact two-step mean and variance; reads x and residual once, writes out once.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,6 +1,8 @@
 // exemplar: masked_softmax
 // keywords: softmax causal mask masked masked_fill triu tril inf scale scaled attention scores logits
-// ops: softmax _softmax mul div triu tril masked_fill where exp amax max sum sub
+// ops: softmax _softmax mul div triu tril masked_fill where exp amax max sum sub eq logical_not bitwise_not
+// needs: masked_fill|where
+// optional: scale=1
 // about: attention-style softmax(masked_fill(x * scale, causal mask, -inf)) over the last dimension of scores (..., T, T): one block per row held in registers; masked columns are never read.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // exemplar: rms_norm
 // keywords: rmsnorm rms_norm rms rsqrt pow mean norm eps weight scale
 // ops: pow mean add rsqrt mul sqrt div rms_norm
+// optional: weight=1
 // about: RMSNorm over the last dimension: one block per row held in registers (float4 loads), warp-shuffle sum of squares; reads x once, writes out once.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -50,6 +50,7 @@ class CodeView(QPlainTextEdit):
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard)
         self._labels: list[str] = []
         self._dark = False
+        self.is_message = False  # the view shows a note (set_message), not code
         self._gutter = _Gutter(self)
         self.blockCountChanged.connect(self._update_margins)
         self.updateRequest.connect(self._on_update_request)
@@ -65,6 +66,7 @@ class CodeView(QPlainTextEdit):
     ) -> None:
         """Replace the content. ``backgrounds[i]`` colours line i; ``labels[i]`` is its gutter text."""
         self._dark = dark
+        self.is_message = False
         self._labels = labels if labels is not None else [str(i + 1) for i in range(len(lines))]
         doc = self.document()
         self.setUpdatesEnabled(False)
@@ -104,9 +106,18 @@ class CodeView(QPlainTextEdit):
         return fmt
 
     def set_message(self, text: str) -> None:
-        """A plain note instead of code (nothing selected, no source)."""
+        """A plain note instead of code (nothing selected, no source), in the hint colour: never
+        in the format of the code shown before it."""
         self._labels = []
-        self.setPlainText(text)
+        doc = self.document()
+        doc.clear()
+        cursor = QTextCursor(doc)
+        cursor.setBlockFormat(QTextBlockFormat())
+        hint = QTextCharFormat()
+        hint.setForeground(self.palette().placeholderText().color())
+        cursor.insertText(text, hint)
+        self.setCurrentCharFormat(QTextCharFormat())
+        self.is_message = True
         self._update_margins()
 
     # -- gutter ------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """The Code & diff dock: the selected candidate's kernel or whole module, highlighted, or its diff
 against the parent, the best node or any node (unified or side by side).
 
-Sources are shown as text only; nothing here imports or runs a candidate.
+Sources are shown as text only; nothing here imports or runs a candidate. The header line is
+elided to the width it has (its full text is the tooltip): what it says must never widen the
+dock, or the tree beside it would move under the mouse between two clicks. The chosen modes
+(kernel/module, diff target, layout) are remembered between runs.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from PySide6.QtGui import QGuiApplication, QIntValidator
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QSplitter,
     QStackedWidget,
@@ -23,18 +25,23 @@ from PySide6.QtWidgets import (
 from ....search.events import NodeRecord
 from ...session_model import SessionModel
 from ...theme import Theme
+from ...widgets import ElidedLabel
 from .diff import side_rows, stats, unified_rows
 from .highlight import highlight_lines, language_of
 from .view import CodeView
 
 COMPARE = (("none", "No diff"), ("parent", "Diff vs parent"), ("best", "Diff vs best"), ("node", "Diff vs node #"))
+WHOLE_NOTE = "whole modules"
+WHOLE_TIP = "The reference is a PyTorch program with no kernel, so the whole modules are compared."
 
 
 class CodeWidget(QWidget):
-    def __init__(self, session: SessionModel, theme: Theme, parent: QWidget | None = None) -> None:
+    def __init__(self, session: SessionModel, theme: Theme, parent: QWidget | None = None,
+                 settings=None) -> None:
         super().__init__(parent)
         self.session = session
         self.theme = theme
+        self._settings = settings  # gui.settings.Settings: the modes are remembered there
 
         self.what = QComboBox(self)
         self.what.setObjectName("codeWhat")
@@ -55,7 +62,7 @@ class CodeWidget(QWidget):
         self.layout_box.setObjectName("codeLayout")
         self.layout_box.addItem("Unified", "unified")
         self.layout_box.addItem("Side by side", "side")
-        self.stats_label = QLabel("", self)
+        self.stats_label = ElidedLabel(self)
         self.stats_label.setObjectName("codeStats")
         self.copy_button = QToolButton(self)
         self.copy_button.setText("Copy")
@@ -67,8 +74,7 @@ class CodeWidget(QWidget):
         bar.setContentsMargins(4, 2, 4, 2)
         for w in (self.what, self.compare, self.other_edit, self.layout_box):
             bar.addWidget(w)
-        bar.addStretch(1)
-        bar.addWidget(self.stats_label)
+        bar.addWidget(self.stats_label, 1)
         bar.addWidget(self.copy_button)
 
         self.single = CodeView(self)
@@ -94,11 +100,13 @@ class CodeWidget(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.stack, 1)
 
-        self.what.currentIndexChanged.connect(self.refresh)
+        self._restore_modes()
+        self.what.currentIndexChanged.connect(self._modes_changed)
         self.compare.currentIndexChanged.connect(self._compare_changed)
-        self.layout_box.currentIndexChanged.connect(self.refresh)
+        self.layout_box.currentIndexChanged.connect(self._modes_changed)
         self.other_edit.editingFinished.connect(self.refresh)
         session.selectionChanged.connect(self.refresh)
+        session.sessionChanged.connect(self._session_changed)
         session.nodesUpdated.connect(self._nodes_updated)
         theme.changed.connect(self.refresh)
         self.node: NodeRecord | None = None
@@ -122,6 +130,31 @@ class CodeWidget(QWidget):
     def _compare_changed(self) -> None:
         self.other_edit.setVisible(self.compare.currentData() == "node")
         self.layout_box.setEnabled(self.compare.currentData() != "none")
+        self._modes_changed()
+
+    MODES = (("code_what", "what"), ("code_compare", "compare"), ("code_layout", "layout_box"))
+
+    def _restore_modes(self) -> None:
+        if self._settings is None:
+            return
+        for key, attr in self.MODES:
+            box: QComboBox = getattr(self, attr)
+            idx = box.findData(self._settings.view_mode(key, box.currentData()))
+            if idx >= 0:
+                box.setCurrentIndex(idx)
+        if self.compare.currentData() == "node":  # a node number belongs to one session: not kept
+            self.compare.setCurrentIndex(self.compare.findData("none"))
+        self.layout_box.setEnabled(self.compare.currentData() != "none")
+
+    def _modes_changed(self) -> None:
+        if self._settings is not None:
+            for key, attr in self.MODES:
+                self._settings.set_view_mode(key, getattr(self, attr).currentData())
+        self.refresh()
+
+    def _session_changed(self) -> None:
+        """Another session: node numbers typed for the last one mean nothing here."""
+        self.other_edit.clear()
         self.refresh()
 
     def _nodes_updated(self, ids: list) -> None:
@@ -186,8 +219,10 @@ class CodeWidget(QWidget):
         old = old_text.splitlines()
         new = text.splitlines()
         st = stats(old, new)
-        note = "  (whole modules: the reference has no kernel)" if whole else ""
+        note = f" · {WHOLE_NOTE}" if whole else ""
         self.stats_label.setText(f"#{other.id} → #{node.id}  {st}{note}")
+        if whole:
+            self.stats_label.setToolTip(f"#{other.id} → #{node.id}  {st}. {WHOLE_TIP}")
         old_hl = highlight_lines(old_text, old_lang)
         new_hl = highlight_lines(text, lang)
         colors = self.theme.diff_colors()

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QVBoxLayout, QWidget
 
 from ....search.events import NodeRecord
 from ...session_model import SessionModel
-from ...status import BY_KEY, classify
+from ...status import BY_KEY, classify, node_title, state_words, where_ran
 from ...theme import Theme
 from ..code.view import mono_font
 
@@ -25,13 +26,41 @@ def _fmt(v, unit: str = "", digits: int = 4) -> str:
     return f"{v}{unit}"
 
 
-def verdict_rows(node: NodeRecord) -> list[tuple[str, str]]:
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4g} ms"
+
+
+def _timing(median: float | None, iqr: float | None, call: float | None) -> str:
+    """"7.98 ms ± 7.93 ms IQR · one call 8.01 ms": the time speedups use, its spread, and one
+    synchronous call (host overhead included) beside it."""
+    out = _ms(median)
+    if iqr is not None:
+        out += f" ± {_ms(iqr)} IQR"
+    if call is not None:
+        out += f" · one call {_ms(call)}"
+    return out
+
+
+BASIS = {"device": "device time (the GPU's own time per call; launch overhead hidden)",
+         "wall": "wall time of a call (CPU)"}
+
+
+def _bytes(n: int | None) -> str:
+    if not n:
+        return "—"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def verdict_rows(node: NodeRecord, running: bool = True) -> list[tuple[str, str]]:
     """(label, value) pairs for the verdict table; also what tests read."""
     v = node.verdict
-    rows: list[tuple[str, str]] = [("node", f"#{node.id} ({node.origin}, {node.kind})")]
+    rows: list[tuple[str, str]] = [("node", node_title(node))]
     if node.parent_id is not None:
         rows.append(("parent", f"#{node.parent_id}"))
-    rows.append(("state", node.state.replace("_", " ")))
+    rows.append(("state", state_words(node, running)))
     if node.note:  # why a node has no code, what was fixed or provided, where a seed came from
         rows.append(("note", node.note))
     if node.duplicate_of is not None:
@@ -44,17 +73,28 @@ def verdict_rows(node: NodeRecord) -> list[tuple[str, str]]:
         return rows
     rows.append(("status", v.status))
     rows.append(("reason", v.reason))
+    rows.append(("ran on", where_ran(node)))
     if v.speedup is not None:
-        tag = "" if v.significant else " (within noise)"
+        tag = " (disturbed measurement)" if v.disturbed else ("" if v.significant else " (within noise)")
         rows.append(("speedup over eager", f"{v.speedup:.3f}×{tag}"))
+    if v.disturbed:
+        rows.append(("disturbed", f"{v.disturbed}; re-time it before trusting this speedup"))
+    if v.host_saving_ms:
+        rows.append(("host overhead", f"same device time as eager; {v.host_saving_ms:.3g} ms less per call "
+                     "(saved on the host, not a faster kernel)"))
+    if v.delegates:
+        rows.append(("delegates", "part of the work is PyTorch's own operators (" + ", ".join(v.library_calls)
+                     + "): never chosen or exported unless you pin it"))
     if v.speedup_compile is not None:
         rows.append(("speedup over torch.compile", f"{v.speedup_compile:.3f}×"))
+    if v.time_basis:
+        rows.append(("times are", BASIS.get(v.time_basis, v.time_basis)))
     if v.latency_ms is not None:
-        rows.append(("latency (median)", f"{v.latency_ms:.4f} ms ± {_fmt(v.latency_iqr_ms, ' ms IQR')}"))
+        rows.append(("candidate (median)", _timing(v.latency_ms, v.latency_iqr_ms, v.call_ms)))
     if v.baseline_ms is not None:
-        rows.append(("eager (median)", f"{v.baseline_ms:.4f} ms ± {_fmt(v.baseline_iqr_ms, ' ms IQR')}"))
+        rows.append(("eager (median)", _timing(v.baseline_ms, v.baseline_iqr_ms, v.baseline_call_ms)))
     if v.compile_baseline_ms is not None:
-        rows.append(("torch.compile (median)", f"{v.compile_baseline_ms:.4f} ms"))
+        rows.append(("torch.compile (median)", _timing(v.compile_baseline_ms, v.compile_iqr_ms, v.compile_call_ms)))
     if v.noise is not None:
         rows.append(("noise (IQR / median)", f"{100 * v.noise:.1f} %"))
     if v.n_timed:
@@ -65,18 +105,35 @@ def verdict_rows(node: NodeRecord) -> list[tuple[str, str]]:
         rows.append(("relative L2 error", f"{v.rel_l2_err:.3g}"))
     if v.trials:
         rows.append(("correctness trials", str(v.trials)))
+    if v.input_seed is not None:
+        rows.append(("input seed", str(v.input_seed)))
+    if v.peak_mem_bytes:
+        rows.append(("peak memory", _bytes(v.peak_mem_bytes)))
     if v.build_s is not None:
         rows.append(("build", f"{v.build_s:.2f} s" + (" (cached)" if v.cached_build else "")))
     if v.verify_s is not None:
         rows.append(("verify", f"{v.verify_s:.2f} s"))
     if v.time_s is not None:
         rows.append(("timing", f"{v.time_s:.2f} s"))
-    if v.library_calls:
+    if v.library_calls and not v.delegates:
         rows.append(("library calls", ", ".join(v.library_calls)))
     if v.policy_flags:
         rows.append(("policy flags", ", ".join(v.policy_flags)))
-    rows.append(("device", v.device))
     return rows
+
+
+def params_text(params: dict) -> str:
+    """Sampling parameters as "temperature 0.7 · top_p 0.95 · max_tokens 1024", numbers rounded."""
+    def one(value) -> str:
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k} {one(x)}" for k, x in value.items()) + "}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(one(x) for x in value) + "]"
+        return str(value)
+
+    return " · ".join(f"{k} {one(v)}" for k, v in params.items())
 
 
 class InspectorWidget(QWidget):
@@ -84,6 +141,7 @@ class InspectorWidget(QWidget):
         super().__init__(parent)
         self.session = session
         self.theme = theme
+        self.running: Callable[[], bool] = lambda: False  # the window says whether its search runs
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("inspectorTabs")
         self.tabs.setDocumentMode(True)
@@ -114,10 +172,15 @@ class InspectorWidget(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
         session.selectionChanged.connect(self.refresh)
+        session.sessionChanged.connect(self.live_clear)
         session.nodesUpdated.connect(lambda ids: self.refresh() if session.selected_id in ids else None)
         theme.changed.connect(self.refresh)
         self.node: NodeRecord | None = None
         self.refresh()
+
+    def live_clear(self) -> None:
+        """Another session, or the search ended: the last answer belongs to the past."""
+        self.live_view.clear()
 
     def live_reset(self, heading: str) -> None:
         """A new request to the model: start the Live tab afresh."""
@@ -152,10 +215,10 @@ class InspectorWidget(QWidget):
         cls = BY_KEY[classify(node)]
         color = cls.color(self.theme.dark)
         head = (f"<p><span style='color:{color}; font-size:16px'>●</span> <b>{html.escape(cls.label)}</b>"
-                f" &nbsp; <span style='color:gray'>node #{node.id}</span></p>")
+                f" &nbsp; <span style='color:gray'>{html.escape(node_title(node))}</span></p>")
         rows = "".join(
             f"<tr><td style='padding:1px 10px 1px 0; color:gray'>{html.escape(k)}</td>"
-            f"<td>{html.escape(val)}</td></tr>" for k, val in verdict_rows(node)
+            f"<td>{html.escape(val)}</td></tr>" for k, val in verdict_rows(node, self.running())
         )
         return head + f"<table>{rows}</table>"
 
@@ -172,7 +235,7 @@ class InspectorWidget(QWidget):
         meta = (f"<p><b>{html.escape(call.model)}</b> · {html.escape(call.purpose)} · "
                 f"prompt {_fmt(call.prompt_tokens)} tokens, answer {_fmt(call.completion_tokens)} tokens, "
                 f"{_fmt(call.seconds, ' s', 3)}{tps}</p>")
-        params = f"<p style='color:gray'>{html.escape(json.dumps(call.params))}</p>" if call.params else ""
+        params = f"<p style='color:gray'>{html.escape(params_text(call.params))}</p>" if call.params else ""
         prompt = _prompt_text(call.prompt)
         pre = "white-space:pre-wrap; font-family:monospace"
         return (meta + params + "<h4>Prompt</h4>" + f"<div style='{pre}'>{html.escape(prompt)}</div>"

@@ -86,9 +86,10 @@ class LogWidget(QWidget):
         self.model.rowsInserted.connect(self._follow)
 
     def _session_changed(self) -> None:
-        local = [e for e in self.model.entries if e.kind == "app"]
+        """Each session has its own log: its stored history, then what the window says about it.
+        Nothing of the previous session stays (not its lines, not the detail of one of them)."""
         self.model.clear()
-        self.model.append(local)
+        self.detail.clear()
         self.pull()
 
     def pull(self) -> int:

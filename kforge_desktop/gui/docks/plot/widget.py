@@ -1,6 +1,7 @@
-"""The Speedup plot dock (pyqtgraph): best speedup so far against candidates or time, every
-candidate as a point coloured by status, reference lines for eager (1.0) and torch.compile.
-Clicking a point selects that node everywhere."""
+"""The Speedup plot dock (pyqtgraph): the best measured win so far (a staircase) against kernels
+evaluated or time, every kernel as a point coloured by its verdict, reference lines for eager (1.0)
+and torch.compile (the median of the session's readings). Clicking a point selects that node
+everywhere. A new session starts with a fitted view; the x mode is remembered between runs."""
 
 from __future__ import annotations
 
@@ -30,16 +31,21 @@ class CountAxis(pg.AxisItem):
 class PlotWidget(QWidget):
     DEBOUNCE_MS = 250
 
-    def __init__(self, session: SessionModel, theme: Theme, parent: QWidget | None = None) -> None:
+    def __init__(self, session: SessionModel, theme: Theme, parent: QWidget | None = None,
+                 settings=None) -> None:
         super().__init__(parent)
         self.session = session
         self.theme = theme
+        self._settings = settings  # gui.settings.Settings: the x mode is remembered there
         self.data = PlotData()
+        self.running = lambda: False  # the window says whether its search runs
 
         self.x_mode = QComboBox(self)
         self.x_mode.setObjectName("plotXMode")
         self.x_mode.addItem("vs candidates", "candidates")
         self.x_mode.addItem("vs time", "time")
+        if settings is not None:
+            self.x_mode.setCurrentIndex(max(0, self.x_mode.findData(settings.view_mode("plot_x", "candidates"))))
         self.summary = QLabel("", self)
         self.summary.setObjectName("plotSummary")
         bar = QHBoxLayout()
@@ -54,7 +60,8 @@ class PlotWidget(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.showGrid(x=True, y=True, alpha=0.15)
         self.plot.setLabel("left", "speedup over eager (×)")
-        self.plot.setLabel("bottom", "candidates evaluated")
+        self.x_axis.integer = self.x_mode.currentData() == "candidates"
+        self.plot.setLabel("bottom", self._x_label())
         self.best_curve = self.plot.plot([], [], connect="finite")
         self.eager_line = pg.InfiniteLine(pos=1.0, angle=0, movable=False, label="eager 1.0×",
                                           labelOpts={"position": 0.03, "anchors": [(0, 1), (0, 1)]})
@@ -89,7 +96,7 @@ class PlotWidget(QWidget):
         self._timer.setInterval(self.DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh)
         self.x_mode.currentIndexChanged.connect(self._x_mode_changed)
-        session.nodesReset.connect(self.refresh)
+        session.nodesReset.connect(self._reset)
         session.nodesUpdated.connect(lambda _ids: self._timer.start() if not self._timer.isActive() else None)
         session.selectionChanged.connect(self._mark_selected)
         theme.changed.connect(self._apply_theme)
@@ -101,7 +108,7 @@ class PlotWidget(QWidget):
             return ""
         from ...status import describe
 
-        return describe(n)
+        return describe(n, self.running())
 
     def _user_ranged(self, *_a) -> None:
         self._manual = True
@@ -117,10 +124,21 @@ class PlotWidget(QWidget):
         top = max([1.0, d.compile_speedup or 0.0] + [max(ys) for _xs, ys, _ids in d.by_class.values() if ys])
         self.plot.setYRange(-0.05 * top, top * 1.18, padding=0)
 
+    def _x_label(self) -> str:
+        if self.x_mode.currentData() == "candidates":
+            return "kernels evaluated, in order (seeds included)"
+        return "minutes since the search began"
+
     def _x_mode_changed(self) -> None:
         self.x_axis.integer = self.x_mode.currentData() == "candidates"
-        self.plot.setLabel("bottom", "candidates evaluated" if self.x_mode.currentData() == "candidates"
-                           else "minutes since the search began")
+        self.plot.setLabel("bottom", self._x_label())
+        if self._settings is not None:
+            self._settings.set_view_mode("plot_x", self.x_mode.currentData())
+        self.refresh()
+        self.fit()
+
+    def _reset(self) -> None:
+        """Another session or problem: its own axes, not the last one's zoom."""
         self.refresh()
         self.fit()
 
@@ -132,15 +150,19 @@ class PlotWidget(QWidget):
         self.best_curve.setData(d.best_x, d.best_y)
         if d.compile_speedup:
             self.compile_line.setPos(d.compile_speedup)
-            self.compile_line.label.setFormat(f"torch.compile {d.compile_speedup:.2f}×")
+            of = f"median of {d.compile_readings}" if d.compile_readings > 1 else "one reading"
+            self.compile_line.label.setFormat(f"torch.compile {d.compile_speedup:.2f}× ({of})")
             self.compile_line.setVisible(True)
         else:
             self.compile_line.setVisible(False)
-        best = d.best_y[-1] if d.best_y else None
+        basis = {"device": " (device time)", "wall": " (wall time)"}.get(d.time_basis, "")
+        self.plot.setLabel("left", f"speedup over eager{basis} (×)")
         best_color = self.theme.plot_colors()["best"]
+        seeds = d.count - d.candidates
+        what = f"{d.candidates} candidates" + (f" · {seeds} seed{'s' if seeds != 1 else ''}" if seeds else "")
         self.summary.setText(
-            f"{d.count} evaluated · <span style='color:{best_color}'>━ best so far {best:.2f}×</span>"
-            if best is not None else (f"{d.count} evaluated" if d.count else "")
+            f"{what} · <span style='color:{best_color}'>━ best win so far {d.best:.2f}×</span>"
+            if d.best is not None else (what if d.count else "")
         )
         if not self._manual:
             self._fit_y()

@@ -2,14 +2,20 @@
 profiled operator for a whole model), read from the store.
 
 A model session stores each target's facts in the problem's ``info`` (op, module path, shapes,
-share of runtime); a plain problem has none of them and shows its name only.
+share of runtime); a plain problem has none of them and shows its name only. "candidates" counts
+what ``gui.counts`` calls a candidate (what the budget counts), out of the problem's own budget;
+"best" is the fastest measured win (``status.is_win``), with its time beside the speedup.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+
+from ...counts import count
+from ...status import is_win
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,10 @@ class TargetRow:
     status: str
     candidates: int
     best_speedup: float | None
-    chosen: str  # "#12 (pinned)" / "#9 (best)" / ""
+    chosen: str  # "#12 (pinned)" / "#9 (fastest win)" / ""
+    budget: int | None = None
+    best_ms: float | None = None  # the chosen (or best) kernel's time
+    time_basis: str = ""
 
 
 def _info(info: dict, *keys: str, default=None):
@@ -44,17 +53,29 @@ def _shapes(v) -> str:
     return str(v)
 
 
-def target_rows(store) -> list[TargetRow]:
+def _stored_status(_problem_id: int, state) -> str:
+    return state.status if state else "new"
+
+
+def target_rows(store, nodes_for: Callable[[int], list] | None = None,
+                status_for: Callable[[int, object], str] = _stored_status) -> list[TargetRow]:
+    """One row per problem. ``nodes_for(problem_id)`` gives its nodes without sources (the window
+    passes its session index for the current problem); ``status_for`` words the search state
+    (the window knows whether it, another process or nobody is running it)."""
     rows: list[TargetRow] = []
     if store is None:
         return rows
+    nodes_for = nodes_for or (lambda pid: store.nodes(pid, with_source=False))
     for p in store.problems():
         info = p.info or {}
         state = store.search_state(p.id)
-        best = store.best_node(p.id)
-        pinned = store.pinned_node(p.id)
+        nodes = list(nodes_for(p.id))
+        wins = [n for n in nodes if is_win(n)]
+        best = max(wins, key=lambda n: (n.speedup, -n.id)) if wins else None
+        pinned = next((n for n in nodes if n.pinned), None)
         share = _info(info, "share", "share_of_runtime", "runtime_share")
-        chosen = f"#{pinned.id} (pinned)" if pinned else (f"#{best.id} (fastest)" if best else "")
+        chosen = f"#{pinned.id} (pinned)" if pinned else (f"#{best.id} (fastest win)" if best else "")
+        shown = pinned if pinned and pinned.speedup else best
         rows.append(TargetRow(
             problem_id=p.id,
             name=p.name,
@@ -62,12 +83,21 @@ def target_rows(store) -> list[TargetRow]:
             module=str(_info(info, "module_path", "module", "where", default="")),
             shapes=_shapes(_info(info, "shapes", "input_shapes")),
             share=float(share) if isinstance(share, (int, float)) else None,
-            status=state.status if state else "new",
-            candidates=store.candidates_done(p.id),
-            best_speedup=(pinned.speedup if pinned and pinned.speedup else (best.speedup if best else None)),
+            status=status_for(p.id, state),
+            candidates=count(nodes).candidates,
+            best_speedup=shown.speedup if shown else None,
             chosen=chosen,
+            budget=state.budget_candidates if state else None,
+            best_ms=shown.verdict.latency_ms if shown else None,
+            time_basis=shown.verdict.time_basis if shown else "",
         ))
     return rows
+
+
+def _best_text(r: TargetRow) -> str:
+    if not r.best_speedup:
+        return "—"
+    return f"{r.best_speedup:.2f}× · {r.best_ms:.3g} ms" if r.best_ms is not None else f"{r.best_speedup:.2f}×"
 
 
 class TargetsModel(QAbstractTableModel):
@@ -115,12 +145,18 @@ class TargetsModel(QAbstractTableModel):
                 "shapes": r.shapes,
                 "share": f"{100 * r.share:.1f} %" if r.share is not None else "",
                 "status": r.status,
-                "candidates": str(r.candidates),
-                "best": f"{r.best_speedup:.2f}×" if r.best_speedup else "—",
+                "candidates": f"{r.candidates} of {r.budget}" if r.budget else str(r.candidates),
+                "best": _best_text(r),
                 "chosen": r.chosen,
             }[key]
-        if role == Qt.ItemDataRole.ToolTipRole and key in ("op", "module", "shapes"):
+        if role == Qt.ItemDataRole.ToolTipRole and key in ("op", "module", "shapes", "status"):
             return self.data(index)
+        if role == Qt.ItemDataRole.ToolTipRole and key == "best" and r.best_speedup:
+            basis = f" ({r.time_basis} time)" if r.time_basis else ""
+            return f"{r.best_speedup:.3f}× over eager; {r.best_ms:.4g} ms per call{basis}"
+        if role == Qt.ItemDataRole.ToolTipRole and key == "candidates":
+            return ("kernels written by the model or by hand that were judged (what the budget counts); "
+                    "seeds and the reference are not candidates")
         if role == Qt.ItemDataRole.TextAlignmentRole and key in ("share", "candidates", "best"):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.UserRole:

@@ -7,13 +7,14 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
 
 from ...session_model import SessionModel
-from .model import TargetsModel, target_rows
+from .model import TargetsModel, _stored_status, target_rows
 
 
 class TargetsWidget(QWidget):
     def __init__(self, session: SessionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
+        self.status_for = _stored_status  # the window words "running" (here, elsewhere, interrupted)
         self.model = TargetsModel(self)
         self.table = QTableView(self)
         self.table.setObjectName("targetsTable")
@@ -41,13 +42,19 @@ class TargetsWidget(QWidget):
         session.problemsUpdated.connect(lambda: self._timer.start() if not self._timer.isActive() else None)
 
     def refresh(self) -> None:
-        self.model.set_rows(target_rows(self.session.store))
+        self.model.set_rows(target_rows(self.session.store, self._nodes_for, self.status_for))
         # a plain problem has no op/module/shapes/share: hide columns no row fills
         for key in self.model.OPTIONAL:
             col = self.model.KEYS.index(key)
             empty = all(not self.model.data(self.model.index(r, col)) for r in range(self.model.rowCount()))
             self.table.setColumnHidden(col, empty)
         self._problem_changed(self.session.problem_id)
+
+    def _nodes_for(self, problem_id: int) -> list:
+        """The current problem's nodes from the session's index; another problem's from the store."""
+        if problem_id == self.session.problem_id:
+            return list(self.session.nodes().values())
+        return self.session.store.nodes(problem_id, with_source=False)
 
     def _problem_changed(self, problem_id) -> None:
         for i, r in enumerate(self.model.rows):

@@ -271,8 +271,9 @@ class TreeItem(QGraphicsItem):
             painter.drawLine(QPointF(d.pos.x() - k, d.pos.y() + k), QPointF(d.pos.x() + k, d.pos.y() - k))
         if self.best is not None and self.best not in self.pinned:
             self._ring(painter, self.best, c.get("best_edge", "#c60"), 3.0, 2.5)
-        for nid in self.pinned:
-            self._ring(painter, nid, c.get("pin", "#d4a017"), 3.5, 3.5)
+        for nid in self.pinned:  # a double ring: a different shape from the fastest win's single ring
+            self._ring(painter, nid, c.get("pin", "#d4a017"), 3.0, 2.0)
+            self._ring(painter, nid, c.get("pin", "#d4a017"), 6.5, 2.0)
             d = self._g.drawn.get(nid)
             if d is not None:  # a small pin head above the node
                 painter.setPen(Qt.PenStyle.NoPen)

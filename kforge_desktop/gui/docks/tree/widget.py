@@ -22,9 +22,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...counts import count
 from ...session_model import SessionModel
 from ...status import CLASSES, describe
 from ...theme import Theme
+from ...widgets import ElidedLabel
 from .actions import NodeCommandTarget, node_menu
 from .scene import DerivedCache, Geometry, build_geometry
 from .view import TreeView
@@ -49,6 +51,7 @@ class TreeWidget(QWidget):
         self.view.tooltip_for = self._tooltip
         self.follow = True  # fit the whole tree after each update until the user zooms or pans
         self.last_rebuild_s = 0.0
+        self.running = lambda: False  # the window says whether its search runs (tooltips say "queued" then)
 
         bar = QHBoxLayout()
         bar.setContentsMargins(4, 2, 4, 2)
@@ -71,10 +74,9 @@ class TreeWidget(QWidget):
         self.find_edit.setClearButtonEnabled(True)
         self.find_edit.returnPressed.connect(self._find)
         bar.addWidget(self.find_edit)
-        self.count_label = QLabel("", self)
+        self.count_label = ElidedLabel(self)  # never widens the dock, however long the count gets
         self.count_label.setObjectName("treeCount")
-        bar.addStretch(1)
-        bar.addWidget(self.count_label)
+        bar.addWidget(self.count_label, 1)
 
         self.legend = QLabel(self)
         self.legend.setObjectName("treeLegend")
@@ -121,6 +123,10 @@ class TreeWidget(QWidget):
     def _reset(self) -> None:
         self.follow = True
         self.follow_button.setChecked(True)
+        self.view.tree.found = None
+        self.find_edit.clear()
+        self.find_edit.setStyleSheet("")
+        self.find_edit.setToolTip("")
         self._generation += 1
         self._cache = DerivedCache()
         self.rebuild(sync=True)
@@ -179,8 +185,7 @@ class TreeWidget(QWidget):
         self.view.scene().setSceneRect(rect.adjusted(-200, -200, 200, 200))
         if self.follow:
             self.view.fit()
-        evaluated = sum(1 for n in nodes.values() if n.verdict is not None and n.origin != "root")
-        self.count_label.setText(f"{len(nodes)} nodes, {evaluated} evaluated" if nodes else "")
+        self.count_label.setText(count(nodes.values()).phrase(self.session.budget()))
         self.view.viewport().update()
         self.last_rebuild_s = g.seconds + (time.perf_counter() - t_apply)
         self.rebuilt.emit(self.last_rebuild_s)
@@ -250,12 +255,16 @@ class TreeWidget(QWidget):
         n = self.session.light(node_id)
         if n is None:
             return ""
-        lines = [describe(n)]
+        lines = [describe(n, self.running())]
         v = n.verdict
         if v is not None and v.status == "ok" and v.latency_ms is not None:
-            lines.append(f"latency {v.latency_ms:.4f} ms (eager {v.baseline_ms or 0:.4f} ms)")
+            basis = f"{v.time_basis} time" if v.time_basis else "time"
+            call = f"; one call {v.call_ms:.4g} ms" if v.call_ms is not None else ""
+            lines.append(f"{basis}: {v.latency_ms:.4g} ms (eager {v.baseline_ms or 0:.4g} ms){call}")
             if v.speedup_compile:
                 lines.append(f"{v.speedup_compile:.2f}× over torch.compile")
+            if v.delegates:
+                lines.append("calls PyTorch for part of the work: never chosen unless pinned")
         lines.append(f"visits {n.visits}, value {n.value:.3f}")
         if n.directive:
             lines.append(f"directive: {n.directive[:90]}")
@@ -273,16 +282,18 @@ class TreeWidget(QWidget):
         self.legend.setText(self._legend_html())
 
     def _legend_html(self) -> str:
+        """Every item is kept on one line (non-breaking spaces inside it): the legend wraps between
+        items, never inside one."""
         dark = self.theme.dark
-        parts = []
-        for c in CLASSES:
-            if c.key == "root":
-                continue
-            parts.append(f"<span style='color:{c.color(dark)}; font-size:14px'>●</span>&nbsp;{c.label}")
-        pin = self.theme.tree_colors()["pin"]
-        best = self.theme.tree_colors()["best_edge"]
-        parts.append(f"<span style='color:{pin}'>◯</span>&nbsp;pinned")
-        parts.append(f"<span style='color:{best}'>━</span>&nbsp;path to the chosen node")
+
+        def item(mark: str, color: str, label: str) -> str:
+            return f"<span style='color:{color}'>{mark}</span>&nbsp;" + label.replace(" ", "&nbsp;")
+
+        parts = [item("●", c.color(dark), c.label) for c in CLASSES if c.key != "root"]
+        tc = self.theme.tree_colors()
+        parts.append(item("◎", tc["pin"], "pinned"))
+        parts.append(item("○", tc["best_edge"], "fastest win"))
+        parts.append(item("━", tc["best_edge"], "path to the chosen node"))
         return "<small>" + " &nbsp; ".join(parts) + "</small>"
 
 

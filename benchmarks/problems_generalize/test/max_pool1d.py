@@ -1,0 +1,20 @@
+"""Max pooling over the last dimension, window 2, stride 2: (batch, channels, length) -> length / 2."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool1d(x, kernel_size=2, stride=2)
+
+
+def get_inputs():
+    return [torch.randn(16, 64, 512)]
+
+
+def get_init_inputs():
+    return []

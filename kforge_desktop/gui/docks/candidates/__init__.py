@@ -1,0 +1,1 @@
+"""Candidates dock: every node of the problem as a sortable table."""

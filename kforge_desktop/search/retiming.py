@@ -1,0 +1,84 @@
+"""The end of a search: its best few nodes and the reference re-timed together, and the choice made there.
+
+Why: each node was timed once, at its own moment, beside whatever else the machine was doing; the
+fastest-looking node may just have had the quietest moment. ``Evaluator.retime`` times the
+contenders round by round against the same eager and torch.compile runs, in one worker with
+nothing else running, and every re-timed verdict replaces the node's first one (it says it was
+re-timed, and the log keeps the first figure), so the chosen node is the one that is fastest there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..kernels.timing import TimingStats, significant
+from ..kernels.verdict import Verdict, ok_reason
+from ..problem.problem import Problem
+from ..store import NodeRecord, SessionStore
+from .tree import Tree, reward
+
+TOP = 4  # enough to catch a lucky first measurement, few enough to re-time in seconds
+
+
+def contenders(store: SessionStore, problem_id: int, top: int = TOP) -> list[NodeRecord]:
+    """The fastest correct nodes that can be chosen (no delegation to PyTorch unless pinned), with
+    a disturbed measurement among them whatever its figure: it is the one most in need of it."""
+    tree = Tree(store.nodes(problem_id))
+    ok = [n for n in tree.nodes.values() if n.origin != "root" and n.speedup is not None and n.source
+          and (n.pinned or not n.verdict.delegates)]
+    ok.sort(key=lambda n: (-(n.speedup or 0), n.id))
+    chosen = ok[:top]
+    chosen += [n for n in ok[top:] if n.verdict.disturbed][: max(0, top + 2 - len(chosen))]
+    return chosen if len(chosen) >= 1 else []
+
+
+def _stats(t: dict) -> TimingStats:
+    return TimingStats(t["median_ms"], t["iqr_ms"], t["q1_ms"], t["q3_ms"], t["n"])
+
+
+def retimed_verdict(old: Verdict, mine: dict, eager: dict, comp: dict | None, together: int) -> Verdict:
+    cand, base = _stats(mine), _stats(eager)
+    fields = dict(
+        latency_ms=cand.median_ms, latency_iqr_ms=cand.iqr_ms, baseline_ms=base.median_ms,
+        baseline_iqr_ms=base.iqr_ms, call_ms=mine["call_ms"], baseline_call_ms=eager["call_ms"],
+        n_timed=cand.n, speedup=base.median_ms / cand.median_ms if cand.median_ms > 0 else None,
+        noise=max(cand.rel_spread, base.rel_spread), significant=significant(cand, base),
+        disturbed="the re-timing itself sat on scheduler slices" if mine.get("quantized") else "",
+        host_saving_ms=None, retimed=together,
+    )
+    if comp is not None:
+        fields.update(compile_baseline_ms=comp["median_ms"], compile_iqr_ms=comp["iqr_ms"],
+                      compile_call_ms=comp["call_ms"],
+                      speedup_compile=comp["median_ms"] / cand.median_ms if cand.median_ms > 0 else None)
+    new = replace(old, **fields)
+    return replace(new, reason=ok_reason({**new.to_dict()}) + f" (re-timed with the best {together} together)")
+
+
+def retime_best(store: SessionStore, problem_id: int, problem: Problem, evaluator, log) -> list[int]:
+    """Re-time the contenders and record their new verdicts; returns the ids re-timed. ``log(msg,
+    level)`` tells the user what moved."""
+    nodes = contenders(store, problem_id)
+    if not nodes or evaluator is None or not hasattr(evaluator, "retime"):
+        return []
+    result = evaluator.retime(problem, [n.source for n in nodes])
+    timings, failed = result.get("timings", {}), result.get("failed", {})
+    eager = timings.get("eager")
+    if eager is None:
+        log(f"re-timing the best nodes did not run ({result.get('error', 'no timing slot')})", "warning")
+        return []
+    lines, done = [], []
+    for i, node in enumerate(nodes):
+        old = node.verdict
+        if str(i) in failed:
+            new = replace(old, status="incorrect", reason="on fresh inputs before re-timing: " + failed[str(i)],
+                          retimed=len(nodes))
+            lines.append(f"#{node.id} now fails ({failed[str(i)][:80]})")
+        elif str(i) in timings:
+            new = retimed_verdict(old, timings[str(i)], eager, timings.get("compile"), len(nodes))
+            lines.append(f"#{node.id} {new.speedup:.2f}x (was {old.speedup:.2f}x)")
+        else:
+            continue
+        store.record_verdict(node.id, new, reward(new))
+        done.append(node.id)
+    log("re-timed the best nodes together: " + "; ".join(lines), "info")
+    return done

@@ -1,0 +1,202 @@
+"""Several expansions in flight: the model writes the next candidates while earlier ones are
+evaluated, the same seed and K give the same tree whatever finishes first, timing still never
+overlaps a token, and a search killed with SIGKILL mid-flight resumes without losing anything.
+
+The model is scripted (``scripted_model.py``: answers by a hash of the prompt, random delays); the
+lead's real-model version of the K comparison is ``benchmarks/inflight.py``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+from scripted_model import ScriptedModel
+
+from kforge_desktop.kernels.gate import DeviceGate
+from kforge_desktop.kernels.verdict import Verdict
+from kforge_desktop.problem.problem import load_problem
+from kforge_desktop.search import events as ev
+from kforge_desktop.search.config import SearchConfig
+from kforge_desktop.search.engine import SearchEngine
+from kforge_desktop.search.inflight import PLACEHOLDER_BASE, Slot, masked_tree
+from kforge_desktop.search.planner import Expansion
+from kforge_desktop.search.setup import create_session
+from kforge_desktop.search.tree import Tree, reward
+from kforge_desktop.store import SessionStore
+from kforge_desktop.store.records import NodeRecord
+
+REPO = Path(__file__).resolve().parents[2]
+RMS_NORM = REPO / "resources" / "problems" / "rms_norm.py"
+
+
+class StandInEvaluator:
+    """Verdicts that depend only on the source, after a random time; a timing slot per candidate
+    through a real ``DeviceGate`` (one at a time, as the pool grants them), recorded."""
+
+    workers = 3
+
+    def __init__(self, delay_s: float = 0.3) -> None:
+        self.gate = DeviceGate()
+        self.timed: list[tuple[float, float]] = []
+        self._slot = threading.Lock()
+        self._jitter = random.Random()
+        self.delay_s = delay_s
+
+    def submit(self, problem, source: str) -> Future:
+        fut: Future = Future()
+        threading.Thread(target=self._run, args=(fut, source), daemon=True).start()
+        return fut
+
+    def _run(self, fut: Future, source: str) -> None:
+        time.sleep(self._jitter.uniform(0, self.delay_s))  # "building"
+        h = int(hashlib.sha256(source.encode()).hexdigest()[:8], 16)
+        if "* 1.5f" in source:
+            fut.set_result(Verdict("incorrect", "values differ", max_abs_err=1.0))
+            return
+        if not re.search(r"0\.0 \* \d+;", source):
+            fut.set_result(Verdict("compile_error", "expected ';'"))
+            return
+        with self._slot:
+            self.gate.begin_timing()
+            start = time.monotonic()
+            time.sleep(0.05)
+            end = time.monotonic()
+            self.gate.end_timing()
+        self.timed.append((start, end))
+        speedup = 0.8 + (h % 60) / 100
+        fut.set_result(Verdict("ok", "correct", speedup=speedup, latency_ms=1.0 / speedup, baseline_ms=1.0,
+                               significant=True, latency_iqr_ms=0.0, baseline_iqr_ms=0.0))
+
+
+def _search(tmp_path: Path, name: str, inflight: int, budget: int = 9):
+    store = SessionStore(tmp_path / f"{name}.kforge")
+    config = SearchConfig(budget_candidates=budget, scaffold=False, seeds=False, syntax_check=False,
+                          inflight=inflight, seed=11)
+    pid = create_session(store, load_problem(RMS_NORM), config)
+    model, evaluator = ScriptedModel(delay_s=0.3), StandInEvaluator()
+    engine = SearchEngine(store, pid, model, evaluator, config)
+    tokens: list[float] = []
+    engine.subscribe(lambda e: tokens.append(time.monotonic()) if isinstance(e, ev.TokenStream) else None)
+    finished = engine.run()
+    shape = [(n.id, n.parent_id, n.kind, n.directive, n.state, n.status, hashlib.sha256(n.source.encode()).hexdigest())
+             for n in store.nodes(pid)]
+    calls = [c.params.get("seed") for c in store.llm_calls(pid)]
+    done = store.candidates_done(pid)
+    store.close()
+    return finished, shape, calls, done, model, evaluator, tokens
+
+
+def test_three_in_flight_give_the_same_tree_whatever_finishes_first_and_never_time_during_a_token(tmp_path):
+    first = _search(tmp_path, "a", inflight=3)
+    second = _search(tmp_path, "b", inflight=3)
+    finished, shape, calls, done, model, evaluator, tokens = first
+    assert finished.reason == "budget" and done == 9
+    assert model.peak == 3  # three answers were being written at once
+    assert shape == second[1] and calls == second[2]  # same seed, same K: the same tree, the same calls
+    assert len({s for s in calls}) == len(calls)  # every call its own sampling seed
+    assert len({row[1] for row in shape if row[2] != "root"}) > 1  # the expansions spread over the tree
+    for start, end in evaluator.timed:  # the model waited at a token boundary while a kernel was timed
+        assert not [t for t in tokens if start < t < end]
+    assert evaluator.timed
+
+
+def test_the_plan_sees_the_tree_as_of_the_front_of_the_window():
+    def node(i, parent, state="evaluated", verdict=None, visits=0, value=0.0, origin="llm"):
+        return NodeRecord(id=i, problem_id=1, parent_id=parent, origin=origin, state=state, language="cpp",
+                          directive="d", source="s", kernel_source="k", created_at=0.0, visits=visits, value=value,
+                          verdict=verdict)
+    ok = Verdict("ok", "correct", speedup=2.0, latency_ms=0.5, baseline_ms=1.0, significant=True)
+    tree = Tree([node(1, None, visits=3, value=0.9, origin="root"), node(2, 1, verdict=ok, visits=2, value=0.9),
+                 node(3, 2, verdict=ok, visits=1, value=0.9), node(4, 1, verdict=ok, visits=1, value=0.8,
+                                                                         origin="seed")])
+    window = [Slot(0, node_id=4, answered=True, evaluating=True),  # a seed whose verdict is not visible yet
+              Slot(1, node_id=3, expansion=Expansion(2, "edit", "d", "text")),  # answered, evaluated, hidden
+              Slot(2, expansion=Expansion(1, "whole", "w", "text"))]  # still being written
+    view = masked_tree(tree, window)
+    assert 3 not in view.nodes and view.node(4).verdict is None and view.node(4).state == "pending"
+    kids = [k.id for k in view.children(1)]
+    assert kids == [2, 4, PLACEHOLDER_BASE + 2]
+    assert view.node(PLACEHOLDER_BASE + 1).parent_id == 2  # the edit in flight is a child of 2
+    # node 2: its evaluated child is hidden (one visit less) and the edit in flight is a virtual loss
+    assert view.node(2).visits == 2 and view.node(2).value == pytest.approx(reward(ok))
+    # the root: 3 visits - 2 hidden results + 2 expansions in flight; its best is node 2's alone
+    assert view.node(1).visits == 3 and view.node(1).value == pytest.approx(reward(ok))
+    assert masked_tree(tree, []) is tree
+
+
+def _generating(trace: Path) -> bool:
+    """Whether the scripted model is writing an answer now (by its trace file)."""
+    try:
+        lines = trace.read_text().split()
+    except OSError:
+        return False
+    return lines[0::2].count("start") > lines[0::2].count("end")
+
+
+def _snapshot(path: Path) -> dict[int, tuple]:
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        rows = con.execute("SELECT id, parent_id, origin, kind, source, llm_call_id, state FROM nodes").fetchall()
+    finally:
+        con.close()
+    return {r[0]: r for r in rows}
+
+
+@pytest.mark.slow
+def test_a_search_with_three_in_flight_killed_with_sigkill_resumes_without_losing_anything(tmp_path, build_cache):
+    path = tmp_path / "killed.kforge"
+    script = [sys.executable, str(Path(__file__).with_name("scripted_model.py")), str(path), "5", "3", str(build_cache)]
+    proc = subprocess.Popen(script, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    killed_during = None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if path.exists():
+                try:
+                    snap = _snapshot(path)
+                except sqlite3.Error:
+                    snap = {}
+                evaluating = [r for r in snap.values() if r[2] == "llm" and r[6] == "evaluating"]
+                if evaluating and _generating(Path(str(path) + ".trace")):  # both at once: mid-flight
+                    os.killpg(proc.pid, signal.SIGKILL)  # the search and its evaluation workers
+                    killed_during = evaluating[0][0]
+                    break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None and killed_during is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert killed_during is not None, proc.stderr.read().decode()[-2000:]
+
+    before = _snapshot(path)
+    out = subprocess.run(script, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+    store = SessionStore.open(path)
+    pid = store.problems()[0].id
+    after = {n.id: n for n in store.nodes(pid)}
+    for node_id, row in before.items():  # nothing lost, nothing rewritten
+        n = after[node_id]
+        assert (n.parent_id, n.origin, n.kind, n.source, n.llm_call_id) == row[1:6]
+    assert after[killed_during].state == "evaluated" and after[killed_during].verdict is not None
+    assert not [n for n in after.values() if n.state in ("pending", "evaluating")]
+    assert store.candidates_done(pid) == 5
+    llm_nodes = [n for n in after.values() if n.origin == "llm"]
+    assert sorted(c.id for c in store.llm_calls(pid)) == sorted(n.llm_call_id for n in llm_nodes)
+    sources = [n.source for n in after.values() if n.state not in ("duplicate", "no_code") and n.origin != "root"]
+    assert len(sources) == len(set(sources))  # no candidate stored twice
+    statuses = {n.verdict.status for n in llm_nodes if n.verdict}
+    assert "ok" in statuses  # the real evaluator judged the scripted candidates
+    store.close()
