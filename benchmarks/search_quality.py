@@ -58,8 +58,9 @@ def run_one(problem_name: str, config_name: str, budget: int, seed: int, model_p
 
     strategy, overrides = CONFIGS[config_name]
     problem = load_problem(ROOT / "resources" / "problems" / f"{problem_name}.py")
+    # memory=False: a measurement must not depend on what earlier runs taught the user's kernel memory
     config = SearchConfig(strategy=strategy, budget_candidates=budget, seed=seed, device="cpu",
-                          max_tokens=max_tokens, **overrides)
+                          max_tokens=max_tokens, memory=False, **overrides)
     session_dir.mkdir(parents=True, exist_ok=True)
     path = session_dir / f"{problem_name}-{config_name}-s{seed}.kforge"
     for suffix in ("", "-wal", "-shm"):

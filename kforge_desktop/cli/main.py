@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "profile_cmd",  # profile, bench, export
     "models_cmd",  # models list | fetch-default
     "memory_cmd",  # memory list | show | remove | learn
+    "session_cmd",  # retime, reverify
     "gui_cmd",  # desktop
 )
 
@@ -38,13 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"{__package__}.{name}":
-                continue  # not written yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
 
 

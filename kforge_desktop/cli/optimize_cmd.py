@@ -84,7 +84,8 @@ def _scale_args(p: argparse.ArgumentParser) -> None:
                    help="GPUs to evaluate on, one worker pool each: cuda:0,cuda:1 or all (default: --device)")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="evaluate on the actors of a Ray cluster (one per GPU): its address, auto for the cluster "
-                        "this machine belongs to (default with no value: $RAY_ADDRESS, else auto); needs the ray extra")
+                        "this machine belongs to, local for a new one of this machine alone (default with no "
+                        "value: $RAY_ADDRESS, else auto); the session stays here; needs the ray extra")
     p.add_argument("--inflight", type=int, default=None, metavar="K",
                    help="expansions in flight: the model writes the next candidates while earlier ones are "
                         "evaluated (default: chosen by the machine, 1 on 4 cores or fewer)")
@@ -367,8 +368,15 @@ def _model_summary(result) -> str:
 
 
 def _search(runner, store, problem_id: int, config, args) -> int:
+    from ..kernels.devices import DeviceError
+    from ..kernels.ray_pool import RayUnavailable
+
     progress = ProgressLine(quiet=args.json)
-    finished = _run_engine(runner.engine(store, problem_id, config), progress)
+    try:
+        engine = runner.engine(store, problem_id, config)  # opens the evaluator: its devices, or Ray
+    except (DeviceError, RayUnavailable) as err:
+        raise UserError(str(err)) from None
+    finished = _run_engine(engine, progress)
     reason = finished.reason if finished else "stopped"
     if args.json:
         print(json.dumps(_summary_json(store, problem_id, reason), indent=2))

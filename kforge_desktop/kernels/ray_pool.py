@@ -17,6 +17,7 @@ than the first actor's are let go, and the user is told.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from .options import EvalOptions
 from .verdict import Verdict
 
 Say = Callable[[str], None]
+START_TIMEOUT_S = 600  # an actor imports torch and starts its workers; a node may first install the package
 
 
 class RayUnavailable(RuntimeError):
@@ -121,7 +123,7 @@ def connect(address: str | None):
     env = {"py_modules": [package_dir()], "env_vars": {"PYTHONUNBUFFERED": "1"}}
     try:
         ray.init(address=address, runtime_env=env, log_to_driver=False, include_dashboard=False,
-                 ignore_reinit_error=True)
+                 ignore_reinit_error=True, logging_level=logging.ERROR)
     except ConnectionError as err:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address} ({err}).") from None
     return ray
@@ -140,18 +142,26 @@ class RayEvaluator(Dispatcher):
         kind = "cuda" if device.startswith("cuda") else "cpu"
         resources = ray.cluster_resources()
         if kind == "cuda":
-            n = actors or int(resources.get("GPU", 0))
-            if n < 1:
+            gpus = int(resources.get("GPU", 0))
+            if gpus < 1:
                 raise RayUnavailable("the Ray cluster has no GPU; use --device cpu or add GPU nodes.")
+            n = min(actors or gpus, gpus)
             remote = ray.remote(num_gpus=1, num_cpus=0)
         else:
-            n = actors or max(1, int(resources.get("CPU", 1)) // 4)
+            cpus = max(1, int(resources.get("CPU", 1)))
+            n = min(actors or max(1, cpus // 4), cpus)
             remote = ray.remote(num_cpus=1)
         workers = workers_per_actor or (2 if kind == "cuda" else 1)
         options = options or EvalOptions()
         actor_class = remote(EvalActor).options(max_concurrency=workers + 2, max_restarts=2)
         handles = [actor_class.remote(kind, workers, options.to_dict()) for _ in range(n)]
-        infos = ray.get([h.describe.remote() for h in handles])
+        try:
+            infos = ray.get([h.describe.remote() for h in handles], timeout=START_TIMEOUT_S)
+        except Exception as err:  # an actor that cannot start (no such package on a node, no room)
+            for h in handles:
+                ray.kill(h)
+            raise RayUnavailable(f"the evaluation actors did not start on the Ray cluster ({type(err).__name__}: "
+                                 f"{str(err)[:200]}).") from None
         backends = [RayDevice(ray, h, info) for h, info in zip(handles, infos)]
         first = backends[0].name
         other = [b for b in backends if b.name != first]

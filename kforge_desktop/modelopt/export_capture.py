@@ -38,6 +38,7 @@ import torch.nn as nn
 import torch.utils._pytree as pytree
 
 from .extract import is_const
+from .runtime import CAPTURE_GUARD
 
 _SMALL_CONSTANT = 16  # elements: a tensor made in forward that the graph rebuilds with torch.tensor
 GUARD = "kforge_guard"  # node meta key: a guard this capture added (not the model's code: never timed)
@@ -157,7 +158,7 @@ def _guards(graph: fx.Graph, names: list[str], placeholders: list[fx.Node], ep_i
             values: list, ranges: dict) -> None:
     """``torch._assert`` nodes for what the capture assumed about each input (see module doc)."""
     def check(cond: fx.Node, what: str) -> None:
-        graph.call_function(torch._assert, (cond, f"kforge: captured for {what}; "
+        graph.call_function(torch._assert, (cond, f"{CAPTURE_GUARD} {what}; "
                                                   "this call is outside what was profiled"))
 
     for name, ph, ep_in, value in zip(names, placeholders, ep_inputs, values, strict=True):

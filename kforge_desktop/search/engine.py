@@ -6,7 +6,9 @@ from any thread; ``run()`` blocks in the thread that drives the search.
 
 The loop only selects, expands, evaluates, saves and emits; around it: ``setup`` (a new session),
 ``planner`` (which node, which directive), ``prompting`` (what the model is shown), ``answers``
-(answer -> candidate), ``commands`` (what a command does), ``runner`` (model + evaluator + engine).
+(answer -> candidate), ``commands`` (what a command does), ``runner`` (model + evaluator + engine),
+``inflight`` (the window of work in flight and the tree a plan sees). It runs past 500 lines
+because keeping K expansions in flight (launch, save answers in order, retire) is the loop itself.
 
 Why it is shaped like this:
 - The store is the only state. Every iteration re-reads the tree, so a resumed session, a pin made
@@ -93,6 +95,7 @@ class SearchEngine:
         self._phase = "idle"
         self._gen_failures = 0
         self._warned_productivity = False
+        self._said_call_cap = False
         self._thread: threading.Thread | None = None
         self.inflight = config.inflight or 0  # K; 0 until ``run`` chooses it for this machine
 
@@ -269,8 +272,10 @@ class SearchEngine:
     def _limit_reached(self, tree: Tree) -> str | None:
         limit = limit_reached(tree, self.config, self.elapsed_s, self._next_call)
         if limit == "llm_calls":
-            self._log(f"stopped after {self.config.llm_call_cap} LLM calls: the model keeps repeating earlier answers",
-                      "warning")
+            if not self._said_call_cap:  # said once, while the calls still in flight come back
+                self._said_call_cap = True
+                self._log(f"stopped after {self.config.llm_call_cap} LLM calls: the model keeps repeating earlier "
+                          "answers", "warning")
             return "budget"
         return limit
 

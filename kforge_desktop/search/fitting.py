@@ -187,8 +187,16 @@ def partial_fit(ex: Exemplar, scaffold: Scaffold, source: str = "") -> Fit | Non
 
 
 def _secondary_size(arg, scaffold: Scaffold) -> bool:
-    """A size argument of an input other than the primary one (``weight_size0``)."""
-    return arg.role == "size" and bool(re.fullmatch(r"\w+_size\d+", arg.name))
+    """An argument the family's own layout implies: a size of an input other than the primary one
+    (``weight_size0``), or a ``dim`` setting that names the last dimension (``nn.Softmax(dim=-1)``)
+    of a rows-layout problem, which works along rows anyway."""
+    if arg.role == "size" and re.fullmatch(r"\w+_size\d+", arg.name):
+        return True
+    if arg.role == "scalar" and (arg.name == "dim" or arg.name.endswith("_dim")) and scaffold.layout == "rows":
+        primary = next((a.name for a in scaffold.args if a.role == "input"), None)
+        ndim = len(scaffold.shapes.get(primary, [])) if primary else 0
+        return arg.value == -1 or (ndim > 0 and arg.value == ndim - 1)
+    return False
 
 
 def argument_map(ex: Exemplar, scaffold: Scaffold, source: str = "") -> dict[str, str] | None:

@@ -249,13 +249,17 @@ def learn_from_session(store: SessionStore, problem_id: int) -> Exemplar | None:
     PyTorch library calls), and faster than every seed the search started from. None otherwise."""
     from .setup import try_scaffold
 
-    best = store.best_node(problem_id)
-    if best is None or best.origin not in ("llm", "user") or best.language not in SUFFIX:
+    nodes = store.nodes(problem_id, with_source=False)
+    own = [n for n in nodes if n.origin in ("llm", "user") and n.language in SUFFIX and n.verdict is not None
+           and n.verdict.status == "ok" and not n.verdict.library_calls]
+    if not own:
         return None
-    v = best.verdict
-    if v is None or v.status != "ok" or v.library_calls or not best.kernel_source.strip():
+    # the fastest; a correct kernel whose timing was not usable (no speedup) still counts, last
+    best_id = max(own, key=lambda n: (n.speedup is not None, n.speedup or 0.0, -n.id)).id
+    best = store.node(best_id)
+    if best is None or not best.kernel_source.strip():
         return None
-    seeds = [n.speedup for n in store.nodes(problem_id, with_source=False) if n.origin == "seed" and n.speedup]
+    seeds = [n.speedup for n in nodes if n.origin == "seed" and n.speedup]
     if seeds and (best.speedup or 0.0) <= max(seeds):
         return None
     record = store.problem(problem_id)

@@ -18,18 +18,23 @@ from ..store import NodeRecord, SessionStore
 from .tree import Tree, reward
 
 TOP = 4  # enough to catch a lucky first measurement, few enough to re-time in seconds
+MOST = 6  # with the near-ties and the disturbed ones
+NEAR = 0.75  # a node within this fraction of the best figure is a near-tie: re-timed too
 
 
 def contenders(store: SessionStore, problem_id: int, top: int = TOP) -> list[NodeRecord]:
-    """The fastest correct nodes that can be chosen (no delegation to PyTorch unless pinned), with
-    a disturbed measurement among them whatever its figure: it is the one most in need of it."""
+    """The fastest correct nodes that can be chosen (no delegation to PyTorch unless pinned): the
+    ``top`` fastest, every near-tie of the best, and disturbed measurements (the ones most in need
+    of it), at most ``MOST``."""
     tree = Tree(store.nodes(problem_id))
     ok = [n for n in tree.nodes.values() if n.origin != "root" and n.speedup is not None and n.source
           and (n.pinned or not n.verdict.delegates)]
     ok.sort(key=lambda n: (-(n.speedup or 0), n.id))
-    chosen = ok[:top]
-    chosen += [n for n in ok[top:] if n.verdict.disturbed][: max(0, top + 2 - len(chosen))]
-    return chosen if len(chosen) >= 1 else []
+    if not ok:
+        return []
+    best = ok[0].speedup or 0.0
+    chosen = [n for i, n in enumerate(ok) if i < top or (n.speedup or 0) >= NEAR * best or n.verdict.disturbed]
+    return chosen[:MOST]
 
 
 def _stats(t: dict) -> TimingStats:

@@ -69,6 +69,7 @@ class KernelArg:
     expr: str  # Python expression in ModelNew.forward
     role: str  # input | param | output | size | scalar
     doc: str  # for the prompt: "x: float32 [256, 1024], row-major"
+    value: float | int | None = None  # a scalar's value as measured (what exemplar fitting compares)
 
     @property
     def decl(self) -> str:
@@ -380,9 +381,11 @@ def _scalar_args(model: torch.nn.Module) -> list[KernelArg]:
                 continue
             cname = _c_name(dotted)
             if isinstance(value, float):
-                out.append(KernelArg(cname, "float", f"float(self.{dotted})", "scalar", f"self.{dotted} (= {value:g})"))
+                out.append(KernelArg(cname, "float", f"float(self.{dotted})", "scalar", f"self.{dotted} (= {value:g})",
+                                     value))
             else:
-                out.append(KernelArg(cname, "int64_t", f"int(self.{dotted})", "scalar", f"self.{dotted} (= {value})"))
+                out.append(KernelArg(cname, "int64_t", f"int(self.{dotted})", "scalar", f"self.{dotted} (= {value})",
+                                     value))
     return out
 
 

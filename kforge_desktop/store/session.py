@@ -378,13 +378,16 @@ class SessionStore:
         """The fastest correct candidate (the root, i.e. eager, is never a candidate).
 
         Never one that leaves part of the work to PyTorch (``Verdict.delegates``) or whose
-        measurement was disturbed: those are chosen only when the user pins them.
+        measurement was disturbed: those are chosen only when the user pins them. After a re-timing
+        (``search.retiming``) the choice is made among the nodes it measured together.
         """
         rows = self._select_nodes(
             "n.problem_id=? AND n.origin<>'root' AND v.status='ok' AND v.speedup IS NOT NULL "
             "AND json_array_length(json_extract(v.json, '$.library_calls')) = 0 "
             "AND coalesce(json_extract(v.json, '$.disturbed'), '') = ''",
-            (problem_id,), order="v.speedup DESC, n.id ASC LIMIT 1",
+            (problem_id,),
+            # a re-timing decides: its nodes were measured together, the others alone
+            order="coalesce(json_extract(v.json, '$.retimed'), 0) > 0 DESC, v.speedup DESC, n.id ASC LIMIT 1",
         )
         return rows[0] if rows else None
 

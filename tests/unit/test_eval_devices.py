@@ -87,3 +87,14 @@ def test_a_local_ray_cluster_judges_a_folder_like_the_local_pool(build_cache):
     assert all(v.host == socket.gethostname() for v in expected.values())
     assert len(used) == 2
 
+
+
+def test_bad_device_lists_and_k_are_one_sentence_before_any_model_loads(capsys, tmp_path):
+    from kforge_desktop.cli.main import main
+
+    problem = str(REPO / "resources" / "problems" / "rms_norm.py")
+    for flags, words in ((["--devices", "cuda:3"], "cuda:3 was asked for"), (["--devices", "gpu0"], "unknown device"),
+                         (["--inflight", "0"], "--inflight must be 1 or more")):
+        code = main(["optimize", problem, "--device", "cpu", "--session", str(tmp_path / "x.kforge"), *flags])
+        err = capsys.readouterr().err.strip()
+        assert code != 0 and words in err and "\n" not in err

@@ -200,3 +200,71 @@ def test_a_search_with_three_in_flight_killed_with_sigkill_resumes_without_losin
     statuses = {n.verdict.status for n in llm_nodes if n.verdict}
     assert "ok" in statuses  # the real evaluator judged the scripted candidates
     store.close()
+
+
+def test_a_local_server_with_several_slots_gets_k_requests_at_once(tmp_path):
+    """The OpenAI-compatible backend: llama-server says it has 3 slots, the search keeps 3 requests
+    streaming together (the server counts them), and the answers make a tree like any other."""
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from scripted_model import answer_module
+
+    from kforge_desktop.llm.server_backend import OpenAIServerGenerator
+
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    class Server(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def _json(self, obj) -> None:
+            body = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._json({"data": [{"id": "slots"}]} if self.path == "/v1/models" else {"total_slots": 3})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/tokenize":
+                self._json({"tokens": [0] * (len(body["content"]) // 4)})
+                return
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+            try:
+                prompt = "\n".join(m["content"] for m in body["messages"])
+                text = answer_module(int(hashlib.sha256(f"{body['seed']}\0{prompt}".encode()).hexdigest()[:12], 16))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for i in range(0, len(text), 60):
+                    time.sleep(0.02)
+                    chunk = {"choices": [{"delta": {"content": text[i:i + 60]}}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
+            finally:
+                with lock:
+                    state["now"] -= 1
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        model = OpenAIServerGenerator(f"http://127.0.0.1:{httpd.server_address[1]}")
+        assert model.parallel == 3
+        store = SessionStore(tmp_path / "server.kforge")
+        config = SearchConfig(budget_candidates=6, scaffold=False, seeds=False, syntax_check=False, inflight=3)
+        pid = create_session(store, load_problem(RMS_NORM), config)
+        finished = SearchEngine(store, pid, model, StandInEvaluator(), config).run()
+        assert finished.reason == "budget" and store.candidates_done(pid) == 6
+        store.close()
+    finally:
+        httpd.shutdown()
+    assert state["peak"] == 3

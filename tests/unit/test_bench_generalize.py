@@ -1,0 +1,53 @@
+"""The generalization benchmark's arithmetic and its problem set (no model: the searches are the lead's)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from kforge_desktop.problem.problem import load_problem
+from kforge_desktop.search.scaffold import build_scaffold
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("generalize_bench", BENCH / "generalize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wilson_intervals_and_the_report():
+    g = _bench()
+    lo, hi = g.wilson(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-3) and hi == pytest.approx(0.7634, abs=1e-3)
+    assert g.wilson(0, 0) == (0.0, 1.0) and g.wilson(0, 8)[0] == 0.0 and g.wilson(8, 8)[1] == 1.0
+
+    def row(half, problem, seed, n, ok, diff, llm, seed_x):
+        return {"half": half, "problem": problem, "seed": seed, "budget": 8, "model": "m.gguf", "cores": 2,
+                "candidates": n, "self_made": ok, "self_made_different": diff, "duplicates": 1,
+                "best_llm_speedup": llm, "best_seed_speedup": seed_x}
+
+    rows = [row("test", "a", s, 8, 4, 3, 2.4, 2.0) for s in (0, 1, 2)]
+    rows += [row("test", "b", s, 8, 2, 2, None if s else 1.5, None) for s in (0, 1, 2)]
+    s = g.summarize(rows, "test")
+    a, b = s["problems"]
+    assert (a["n"], a["correct"], a["different"]) == (24, 12, 9)
+    assert a["vs_seed"] == pytest.approx(1.2) and a["vs_seed_runs"] == 3
+    assert b["vs_seed"] == 0.0 and b["vs_eager_max"] == 1.5  # no seed: against eager; a failed search counts 0
+    assert s["gain_problems"] == 1
+    text = g.report(rows)
+    assert "9/24 (38%, " in text and "1/2 problems >= 1.1x" in text
+    assert "correct and different >= 50% of LLM candidates: not met" in text
+    assert "best LLM node >= 1.1x the best seed on half the problems: met (1/2)" in text
+
+
+@pytest.mark.parametrize("half", ["dev", "test"])
+def test_every_problem_loads_and_is_scaffolded(half):
+    paths = sorted((BENCH / "problems_generalize" / half).glob("*.py"))
+    assert len(paths) >= 6
+    for path in paths:
+        build_scaffold(load_problem(path))  # CPU-sized, float32, one tensor output

@@ -1,0 +1,198 @@
+"""Exemplars match what the op computes, not one signature; where none fits, the prompt says what differs.
+
+Every seed here is built for real and compared with its reference (our own exemplars, adapted)."""
+
+from __future__ import annotations
+
+import textwrap
+import types
+
+import pytest
+import torch
+
+from kforge_desktop.llm import prompts
+from kforge_desktop.problem.problem import Problem
+from kforge_desktop.search.differences import differences
+from kforge_desktop.search.exemplars import (
+    best_exemplar,
+    exemplar_named,
+    load_exemplars,
+    missing_ops,
+    rank,
+    seed_exemplars,
+)
+from kforge_desktop.search.prompting import with_differences
+from kforge_desktop.search.scaffold import build_scaffold
+
+
+def problem(name: str, init: str, forward: str, inputs: str, init_inputs: str = "[]", imports: str = "") -> Problem:
+    """A small KernelBench problem: ``init`` and ``forward`` bodies (indented as in the class)."""
+    src = (f"import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n{imports}\n\n"
+           f"class Model(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n{init}\n"
+           f"{forward}\n\ndef get_inputs():\n    return {inputs}\n\ndef get_init_inputs():\n    return {init_inputs}\n")
+    return Problem(name=name, source=textwrap.dedent(src), path=None)
+
+
+def _outputs(p: Problem, code: str) -> tuple[torch.Tensor, torch.Tensor]:
+    scaffold = build_scaffold(p)
+    mod = p.load_module()
+    torch.manual_seed(3)
+    ref = mod.Model(*mod.get_init_inputs())
+    module = types.ModuleType(f"fit_{p.name}")
+    exec(compile(scaffold.module_source(code), p.name, "exec"), module.__dict__)  # our own exemplar, built for real
+    torch.manual_seed(3)
+    new = module.ModelNew(*mod.get_init_inputs())
+    torch.manual_seed(4)
+    inputs = mod.get_inputs()
+    return ref(*inputs), new(*inputs)
+
+
+NO_INIT = "        pass"
+RMS_MODULE = '''
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+'''
+CAUSAL_SCALED = problem("causal_scaled", "        self.scale = 0.125", '''
+    def forward(self, scores):
+        t = scores.shape[-1]
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        return torch.softmax((scores * self.scale).masked_fill(causal, float("-inf")), dim=-1)''',
+                        "[4.0 * torch.randn(2, 3, 32, 32)]")
+
+# (problem, the family whose exemplar must be its seed, something the adapted kernel must say)
+FITS = {
+    "rms_norm in a submodule": (problem("rms_sub", "        self.norm = RMSNorm(64)", '''
+    def forward(self, hidden):
+        return self.norm(hidden)''', "[torch.randn(2, 8, 64)]", imports=RMS_MODULE), "rms_norm", "norm_eps"),
+    "rms_norm of a whole-model target (weight an input, eps a literal)": (problem("rms_target", NO_INIT, '''
+    def forward(self, x, weight):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-06) * weight''',
+        "[torch.randn(2, 8, 64), torch.ones(64) + 0.1 * torch.randn(64)]"), "rms_norm", "const float eps = 1e-06f;"),
+    "rms_norm without a weight": (problem("rms_bare", NO_INIT, '''
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)''', "[torch.randn(16, 64)]"),
+        "rms_norm", "yr[c] = xr[c] * scale;"),
+    "layer_norm without affine parameters": (problem("ln_bare", NO_INIT, '''
+    def forward(self, x):
+        return F.layer_norm(x, (x.shape[-1],), eps=1e-6)''', "[torch.randn(16, 64)]"), "layer_norm",
+        "(xr[c] - mean) * inv_std;"),
+    "a causal mask and a scale in front of a softmax": (CAUSAL_SCALED, "masked_softmax", "r % cols"),
+    "a causal mask without a scale (tril == 0)": (problem("causal_plain", NO_INIT, '''
+    def forward(self, att):
+        t = att.size(-1)
+        mask = torch.tril(torch.ones(t, t)) == 0
+        return torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)''', "[torch.randn(3, 16, 16)]"),
+        "masked_softmax", "const float scale = 1.0f;"),
+    "a causal mask and a division by sqrt(d)": (problem("causal_div", NO_INIT, '''
+    def forward(self, att):
+        t = att.size(-1)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        return torch.softmax(att.masked_fill(mask, float("-inf")) / math.sqrt(64), dim=-1)''',
+        "[torch.randn(3, 16, 16)]"), "masked_softmax", "const float scale = 0.125f;"),
+    "LayerNorm of a residual sum": (problem("ln_residual", '''
+        self.norm = nn.LayerNorm(96)
+        with torch.no_grad():
+            self.norm.weight.add_(0.1 * torch.randn(96))
+            self.norm.bias.add_(0.1 * torch.randn(96))''', '''
+    def forward(self, x, skip):
+        return self.norm(x + skip)''', "[torch.randn(4, 96), torch.randn(4, 96)]"), "layer_norm_residual", "skip"),
+    "exact GELU after a bias named b": (problem("gelu_b", "        self.b = nn.Parameter(0.1 * torch.randn(64))", '''
+    def forward(self, x):
+        return F.gelu(x + self.b)''', "[3.0 * torch.randn(16, 64)]"), "bias_gelu_erf", "gelu_erf"),
+    "tanh GELU without a bias": (problem("gelu_tanh", NO_INIT, '''
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")''', "[3.0 * torch.randn(16, 64)]"), "gelu_bias", "gelu_tanh("),
+    "GroupNorm without affine parameters": (problem("gn_bare", "        self.gn = nn.GroupNorm(4, 16, affine=False)", '''
+    def forward(self, x):
+        return self.gn(x)''', "[torch.randn(2, 16, 5, 5)]"), "group_norm", "inv_std"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FITS))
+def test_an_exemplar_fits_what_the_op_computes_not_one_signature(case, build_cache):
+    p, family, said = FITS[case]
+    scaffold = build_scaffold(p)
+    seeds = seed_exemplars(scaffold, p.source)
+    assert seeds and seeds[0][0].name == family, [e.name for e, _ in seeds]
+    code = seeds[0][1]
+    assert said in code
+    assert scaffold.signature() in code  # the problem's exact signature
+    ref, new = _outputs(p, code)
+    assert torch.allclose(ref, new, atol=1e-5, rtol=1e-4), (ref - new).abs().max()
+
+
+@pytest.mark.parametrize("name", ["masked_softmax", "layer_norm_residual", "group_norm_silu", "bias_gelu_erf"])
+def test_the_new_families_exist_on_both_languages_and_say_what_they_need(name):
+    cpp, cuda = exemplar_named(name, "cpp"), exemplar_named(name, "cuda")
+    assert cpp is not None and cuda is not None
+    assert cpp.ops == cuda.ops or set(cpp.ops) >= set(cuda.ops)
+    assert cpp.needs == cuda.needs and cpp.optional == cuda.optional
+    assert "#pragma omp parallel for" in cpp.code  # OpenMP over independent rows or groups, like the others
+
+
+def test_masked_softmax_is_never_seeded_for_a_softmax_without_a_mask():
+    plain = problem("softmax_plain", NO_INIT, '''
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)''', "[torch.randn(16, 64)]")
+    scaled = problem("softmax_scaled", "        self.scale = 0.5", '''
+    def forward(self, x):
+        return torch.softmax(x * self.scale, dim=-1)''', "[torch.randn(16, 64)]")
+    for p in (plain, scaled):
+        scaffold = build_scaffold(p)
+        assert "masked_softmax" not in [e.name for e, _ in seed_exemplars(scaffold, p.source, limit=5)]
+        assert rank(scaffold, p.source)[0][1].name == "row_softmax"
+    assert exemplar_named("masked_softmax", "cpp").needs == ("masked_fill|where",)
+
+
+def test_without_an_exact_fit_the_nearest_family_guides_and_the_directive_says_what_differs():
+    """A key-padding mask (an input, not causal): the masked softmax is shown, not seeded, and the
+    prompt names the mask the reference applies. Without the masked family, the row softmax for a
+    causal problem gets the sentence the model needs: columns j > i get -inf before the max."""
+    padded = problem("padded", NO_INIT, '''
+    def forward(self, scores, keep):
+        return torch.softmax(scores.masked_fill(~keep[:, None, :], float("-inf")), dim=-1)''',
+        "[torch.randn(2, 8, 8), torch.arange(8)[None, :] < torch.tensor([[5], [8]])]")
+    scaffold = build_scaffold(padded)
+    assert not seed_exemplars(scaffold, padded.source)
+    ex, code = best_exemplar(scaffold, padded.source)
+    assert ex.name == "masked_softmax"
+    ctx = prompts.PromptContext(kind="whole", language="cpp", problem_source=padded.source,
+                                signature=scaffold.signature(), arguments=scaffold.describe_args(), exemplar=code,
+                                exemplar_about=ex.about, directive="Write a straightforward, correct kernel first.")
+    user = prompts.render(with_differences(ctx, ex, scaffold, padded.source, "cpp"))[1]
+    assert "unlike the example's causal mask" in user and "`~keep[:, None, :]`" in user and "`keep`" in user
+
+    causal = build_scaffold(CAUSAL_SCALED)
+    row = exemplar_named("row_softmax", "cpp")
+    notes = differences(row, causal, CAUSAL_SCALED.source)
+    assert any("causal mask" in n and "columns j > i get -inf before the max" in n for n in notes), notes
+    assert any("multiplies by 0.125 (`scale` in the signature)" in n for n in notes), notes
+    assert missing_ops(row, causal) == ["triu", "mul", "masked_fill"]
+
+    log = problem("log_softmax", NO_INIT, '''
+    def forward(self, x):
+        return torch.log_softmax(x, dim=-1)''', "[torch.randn(16, 64)]")
+    s = build_scaffold(log)
+    ex, _ = best_exemplar(s, log.source)
+    assert ex.name == "row_softmax"
+    assert any("log of the softmax" in n for n in differences(ex, s, log.source))
+
+
+def test_an_exemplar_that_fits_exactly_has_no_differences():
+    scaffold = build_scaffold(CAUSAL_SCALED)
+    ex, _ = best_exemplar(scaffold, CAUSAL_SCALED.source)
+    assert ex.name == "masked_softmax" and differences(ex, scaffold, CAUSAL_SCALED.source) == []
+
+
+def test_every_exemplar_header_parses():
+    for lang in ("cpp", "cuda"):
+        for ex in load_exemplars(lang):
+            assert ex.ops and ex.params(), ex.path
+            params = {n for _, n in ex.params()}
+            assert {name for name, _ in ex.optional} <= params, ex.path
