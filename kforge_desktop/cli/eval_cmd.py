@@ -98,11 +98,17 @@ def _fmt(x, spec: str, none: str = "-") -> str:
 def print_verdict(name: str, v, show_log: bool = False) -> None:
     print(f"{name}: {v.status.upper()} - {v.reason}")
     if v.latency_ms is not None:
-        print(f"  latency   {v.latency_ms:.4f} ms (IQR {v.latency_iqr_ms:.4f}, n={v.n_timed})")
-        print(f"  eager     {v.baseline_ms:.4f} ms  -> speedup {v.speedup:.2f}x"
-              f"{'' if v.significant else ' (within noise)'}")
+        basis = v.time_basis or "measured"
+        call = lambda ms: f"; {ms:.4f} ms per synchronous call" if ms is not None and basis == "device" else ""  # noqa: E731
+        print(f"  candidate {v.latency_ms:.4f} ms {basis} time (IQR {v.latency_iqr_ms:.4f}, n={v.n_timed})"
+              f"{call(v.call_ms)}")
+        print(f"  eager     {v.baseline_ms:.4f} ms{call(v.baseline_call_ms)}  -> speedup {v.speedup:.2f}x "
+              f"on {basis} time{'' if v.significant else ' (within noise)'}")
         if v.compile_baseline_ms is not None:
-            print(f"  compile   {v.compile_baseline_ms:.4f} ms  -> speedup {v.speedup_compile:.2f}x")
+            print(f"  compile   {v.compile_baseline_ms:.4f} ms{call(v.compile_call_ms)}  -> speedup "
+                  f"{v.speedup_compile:.2f}x on {basis} time")
+        if v.disturbed:
+            print(f"  disturbed {v.disturbed}")
     if v.max_abs_err is not None:
         print(f"  error     max abs {v.max_abs_err:.2e}, rel L2 {v.rel_l2_err:.2e} over {v.trials} checks")
     if v.build_s is not None:
@@ -116,9 +122,11 @@ def print_verdict(name: str, v, show_log: bool = False) -> None:
 
 
 def print_table(rows) -> None:
-    head = f"{'candidate':<28} {'status':<14} {'speedup':>8} {'ms':>9} {'eager ms':>9} {'build s':>8}  reason"
+    basis = next((v.time_basis for _n, v in rows if v.time_basis), "")
+    unit = {"device": "dev ms", "wall": "wall ms"}.get(basis, "ms")
+    head = f"{'candidate':<28} {'status':<14} {'speedup':>8} {unit:>9} {'eager ' + unit:>13} {'build s':>8}  reason"
     print(head)
     print("-" * len(head))
     for name, v in rows:
         print(f"{name[:28]:<28} {v.status:<14} {_fmt(v.speedup, '.2f'):>8} {_fmt(v.latency_ms, '.4f'):>9} "
-              f"{_fmt(v.baseline_ms, '.4f'):>9} {_fmt(v.build_s, '.2f'):>8}  {v.reason[:90]}")
+              f"{_fmt(v.baseline_ms, '.4f'):>13} {_fmt(v.build_s, '.2f'):>8}  {v.reason[:90]}")

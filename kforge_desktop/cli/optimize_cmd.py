@@ -516,14 +516,17 @@ def _summary_table(store, problem_id: int, reason: str) -> str:
     prod = store.productivity(problem_id)
     out = [f"search finished ({reason}); session: {store.path}"]
     if rows:
-        out.append(f"{'node':>6}  {'origin':<6} {'kind':<7} {'speedup':>8} {'vs compile':>10} {'latency ms':>11}  directive")
+        basis = next((n.verdict.time_basis for n in rows if n.verdict.time_basis), "")
+        unit = {"device": "device ms", "wall": "wall ms"}.get(basis, "ms")
+        out.append(f"{'node':>6}  {'origin':<6} {'kind':<7} {'speedup':>8} {'vs compile':>10} {unit:>11}  directive")
         for n in rows:
             v = n.verdict
             comp = f"{v.speedup_compile:.2f}x" if v.speedup_compile else "-"
-            sig = "" if v.significant else " ~"
+            sig = ("r" if v.retimed else "") + ("" if v.significant else "~")
             out.append(f"{'#' + str(n.id):>6}  {n.origin:<6} {n.kind:<7} {v.speedup:>7.2f}x{sig:<1} {comp:>10} "
                        f"{(v.latency_ms or 0):>11.4f}  {n.directive}")
-        out.append("(~ = within the measurement noise)")
+        out.append("(~ = within the measurement noise; speedups on " + (basis or "measured") + " time"
+                   + ("; r = re-timed together at the end" if any(n.verdict.retimed for n in rows) else "") + ")")
     else:
         out.append("no correct candidate was found.")
     chosen = store.chosen_node(problem_id)

@@ -36,6 +36,7 @@ from .. import paths
 from ..csource.items import function_head, function_text, split_items
 from ..kernels.native import parse_exports
 from .fitting import adapt, argument_map, fit, forward_constant  # noqa: F401  (the fitting API, re-exported)
+from .memory import load_memory
 from .scaffold import FUNCTION, Scaffold
 
 SUFFIX = {"cpp": ".cpp", "cuda": ".cu"}
@@ -102,11 +103,7 @@ def load_exemplars(language: str = "cpp") -> tuple[Exemplar, ...]:
 
 def library(language: str, memory: bool = True) -> tuple[Exemplar, ...]:
     """Everything retrieval chooses from: our exemplars, then (``memory``) the user's verified kernels."""
-    if not memory:
-        return load_exemplars(language)
-    from .memory import load_memory
-
-    return load_exemplars(language) + load_memory(language)
+    return load_exemplars(language) + (load_memory(language) if memory else ())
 
 
 # -- what a problem computes ---------------------------------------------------------------------------

@@ -20,8 +20,10 @@ so a user can read, copy or delete them by hand. The entry point's parameters ar
 family's names first (``norm_weight`` -> ``weight``, ``norm_eps`` -> ``eps``), which is what lets
 ``fitting`` pair them with another problem's.
 
-The API (pure, no Qt; the GUI and ``kforge memory`` call it): ``load_memory``, ``list_memory``,
-``add``, ``remove``, ``match``, ``learn_from_session`` (what a finished search calls).
+The API (pure, no Qt; the GUI and ``kforge memory`` call it): ``list_memory``, ``find``, ``add``,
+``remember_node`` (one node of a session), ``remove``, ``match`` (the remembered kernels closest to a
+problem), ``learn_from_session`` / ``learn_from_search`` (what a finished search calls);
+``load_memory`` is what retrieval reads.
 """
 
 from __future__ import annotations
@@ -267,6 +269,29 @@ def learn_from_session(store: SessionStore, problem_id: int) -> Exemplar | None:
     if scaffold is None:
         return None
     return add(best.kernel_source, scaffold, record.name, record.source, speedup=best.speedup, device=record.device)
+
+
+def remember_node(store: SessionStore, node_id: int) -> Exemplar:
+    """Remember one node the user chose (the GUI's "remember this kernel"): it must be a correct
+    scaffolded C++ or CUDA kernel that does the work itself. Raises ``KernelMemoryError`` with one
+    sentence otherwise."""
+    from .setup import try_scaffold
+
+    node = store.node(node_id)
+    if node is None:
+        raise KernelMemoryError(f"the session has no node {node_id}")
+    if node.language not in SUFFIX or not node.kernel_source.strip():
+        raise KernelMemoryError(f"node {node_id} is not a C++ or CUDA kernel of the scaffold")
+    v = node.verdict
+    if v is None or v.status != "ok":
+        raise KernelMemoryError(f"node {node_id} is not verified correct")
+    if v.library_calls:
+        raise KernelMemoryError(f"node {node_id} hands part of the work to PyTorch ({', '.join(v.library_calls)})")
+    record = store.problem(node.problem_id)
+    scaffold = try_scaffold(record.to_problem(), node.language)
+    if scaffold is None:
+        raise KernelMemoryError(f"the problem {record.name} cannot be scaffolded")
+    return add(node.kernel_source, scaffold, record.name, record.source, speedup=node.speedup, device=record.device)
 
 
 def learn_from_search(store: SessionStore, problem_id: int, config, log) -> None:

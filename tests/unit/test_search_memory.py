@@ -143,8 +143,9 @@ def test_a_session_teaches_memory_and_a_later_problem_of_the_family_gets_that_ke
     assert rank(scaffold, SECOND)[0][1].name == "row_softmax"
 
 
-def test_a_kernel_that_only_copies_a_seed_is_not_remembered(tmp_path, memory_dir):
-    """A search whose best node is its seed (our exemplar) teaches nothing: that kernel is an exemplar already."""
+def test_a_kernel_no_faster_than_its_seed_is_not_learned_but_can_be_remembered_by_hand(tmp_path, memory_dir):
+    """A search whose own kernels do not beat its seed (our exemplar) teaches nothing by itself; the
+    user can still remember a correct node on purpose."""
     from kforge_desktop.kernels.verdict import Verdict
 
     rms = textwrap.dedent('''
@@ -172,8 +173,13 @@ def test_a_kernel_that_only_copies_a_seed_is_not_remembered(tmp_path, memory_dir
     llm = store.add_node(pid, seed.id, "llm", "edit", "cpp", source=seed.source, kernel_source=seed.kernel_source)
     store.record_verdict(llm, Verdict(status="ok", reason="correct", speedup=1.5, device="cpu", language="cpp"))
     assert memory.learn_from_session(store, pid) is None  # slower than the seed it started from
-    store.close()
     assert not memory.list_memory()
+    # what the GUI's "remember this kernel" calls: the user's choice, checked
+    with pytest.raises(memory.KernelMemoryError, match="not a C\\+\\+ or CUDA kernel"):
+        memory.remember_node(store, store.root(pid).id)
+    remembered = memory.remember_node(store, llm)
+    assert remembered.problem == "rms" and [ex.name for ex in memory.list_memory()] == [remembered.name]
+    store.close()
 
 
 def test_the_memory_command_lists_shows_and_forgets(tmp_path, memory_dir, capsys, build_cache):
