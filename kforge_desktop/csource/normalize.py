@@ -7,7 +7,7 @@ such a near-copy of its parent or of the seed it was shown (an ``#include <limit
 moved up, ``s`` renamed ``sum``); counted as a new correct kernel it would be a win the model did not
 make, and building it again costs a build and a timing. The canonical C/C++ form therefore:
 
-- drops comments and ``#include`` lines;
+- drops comments, ``#include`` and ``using namespace`` lines;
 - alpha-renames each function's parameters and locals (``v0``, ``v1``, ... in order of first use),
   leaving everything else alone: function names, globals, library names (``std::exp``, ``INFINITY``),
   struct members (``a.x``), so that a real change (another constant, another call, another loop)
@@ -49,7 +49,8 @@ _QUALIFIERS = {
 }
 _TYPE_WORDS = {"unsigned", "signed", "long", "short", "int", "char", "double", "float"}
 _KEYWORDS = _NOT_TYPES | _QUALIFIERS | _TYPE_WORDS | {"void", "bool", "auto", "__global__", "__host__"}
-_INCLUDE = re.compile(r"#\s*(include|pragma\s+once)\b")
+# lines that cannot change what a kernel computes: includes, include guards, ``using namespace std;``
+_INCLUDE = re.compile(r"#\s*(include|pragma\s+once)\b|using\s+namespace\s+[\w:]+\s*;")
 
 
 def _tokens(text: str) -> list:

@@ -11,7 +11,8 @@ shows the sentence).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from ..csource.normalize import normalize_code
@@ -119,6 +120,42 @@ def apply(cmd: ev.Command, store: SessionStore, problem_id: int, language: str, 
     if isinstance(cmd, ev.ExpandFrom):
         return expand_from(store, planner, cmd.node_id)
     raise TypeError(f"not a node command: {cmd!r}")
+
+
+LIGHT = (ev.Pin, ev.Unpin, ev.Exclude, ev.SetBudget)  # the commands that do not need the loop
+
+
+class Inbox:
+    """The commands posted to a running engine, from any thread, until the engine applies them."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue = queue.Queue()
+
+    def put(self, command: ev.Command) -> None:
+        self._queue.put(command)
+
+    def drain(self, light_only: bool = False) -> Iterator[ev.Command]:
+        """Every queued command, in order, each taken as the one before it has been applied; with
+        ``light_only``, only the ``LIGHT`` ones, and the rest queued again afterwards."""
+        waiting = []
+        while True:
+            try:
+                cmd = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if light_only and not isinstance(cmd, LIGHT):
+                waiting.append(cmd)
+            else:
+                yield cmd
+        for cmd in waiting:
+            self._queue.put(cmd)
+
+    def wait(self, timeout: float) -> ev.Command | None:
+        """The next command, once one is posted (None after ``timeout`` seconds)."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
 
 def with_budget(config: SearchConfig, cmd: ev.SetBudget) -> tuple[SearchConfig, str]:

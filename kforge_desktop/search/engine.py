@@ -34,23 +34,20 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import queue
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 
-from ..kernels.gate import DeviceGate
 from ..kernels.verdict import Verdict
 from ..llm import prompts
-from ..llm.generator import Generation, GenerationError, repeating
+from ..llm.generator import Generation, GenerationError
 from ..store import SearchState, SessionStore
-from . import answers, commands, inflight, memory, prompting, retiming
+from . import answers, commands, generation, inflight, memory, prompting, retiming
 from . import events as ev
 from .config import SearchConfig
-from .inflight import Slot, generation_slots, masked_tree
+from .inflight import Slot, masked_tree
 from .planner import MAX_REPEATS, Expansion, Planner, Tally, limit_reached, repeats_in_a_row
 from .setup import LazyScaffold, environment_differences, environment_record
 from .setup import create_session as create_session  # re-exported: callers that still import it from here
@@ -82,7 +79,7 @@ class SearchEngine:
         self.planner = Planner(self.language, self.problem.source, self.scaffold, store.node, self.tally,
                                lambda message: self._log(message, "warning"))
         self._listeners: list[Listener] = []
-        self._commands: queue.Queue = queue.Queue()
+        self._commands = commands.Inbox()
         self._cancel = threading.Event()
         self._stop = False
         self._paused = False
@@ -285,29 +282,17 @@ class SearchEngine:
         if futures:
             cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
             return
-        try:
-            cmd = self._commands.get(timeout=timeout)
-        except queue.Empty:
-            return
-        self._apply(cmd)
+        cmd = self._commands.wait(timeout)
+        if cmd is not None:
+            self._apply(cmd)
 
     # -- commands --------------------------------------------------------------------------------------
 
     def apply_commands(self, light_only: bool = False) -> None:
         """Apply every queued command now (the loop does this between steps). During a generation,
         ``light_only``: the commands that do not need the loop (pin, exclude, budget); the rest wait."""
-        waiting = []
-        while True:
-            try:
-                cmd = self._commands.get_nowait()
-            except queue.Empty:
-                break
-            if light_only and not isinstance(cmd, (ev.Pin, ev.Unpin, ev.Exclude, ev.SetBudget)):
-                waiting.append(cmd)
-            else:
-                self._apply(cmd)
-        for cmd in waiting:
-            self._commands.put(cmd)
+        for cmd in self._commands.drain(light_only):
+            self._apply(cmd)
 
     def _apply(self, cmd: ev.Command) -> None:
         """Loop control (stop, pause, resume, budget) here; what a command does to the session in
@@ -474,46 +459,16 @@ class SearchEngine:
         self._emit(self._progress())
         self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
         if self._gen_pool is None:
-            # as many threads as the model serves requests at once: they start in the order asked
-            width = min(self.inflight, inflight.generation_parallel(self.generator))
-            self._gen_pool = cf.ThreadPoolExecutor(max_workers=max(1, width),
-                                                   thread_name_prefix=f"kforge-generate-{self.problem_id}")
+            self._gen_pool = generation.thread_pool(self.generator, self.inflight, f"kforge-generate-{self.problem_id}")
         slot = self._next_slot(expansion=exp, call_index=index, request=request, context=ctx, trimmed=trimmed)
-        slot.generation = self._gen_pool.submit(self._generate, slot)
+        slot.generation = self._gen_pool.submit(
+            generation.generate, self.generator, request, generation.device_gate(self.evaluator), self._cancel,
+            lambda text, tps: self._emit(ev.TokenStream(self.problem_id, text, tps, stream=slot.seq)), self._rate)
 
-    def _generate(self, slot: Slot) -> Generation:
-        """One generation (in a generation thread): tokens go to the listeners, and between two
-        tokens the model waits while a kernel is timed on its device. Writes nothing to the store."""
-        gate = getattr(self.evaluator, "gate", None) or DeviceGate()  # a stand-in evaluator has none
-        halt = _Halt(self._cancel)
-        streamed: list[str] = []
-        n_tok = [0]
-        with generation_slots(self.generator):
-            t0 = time.monotonic()
-            last = [t0]
-
-            def on_token(text: str) -> None:
-                n_tok[0] += 1
-                streamed.append(text)
-                if n_tok[0] % 16 == 0 and not halt.looping and repeating("".join(streamed)):
-                    halt.looping = True  # the model is in a loop: the rest of the budget would be more of it
-                    halt.set()
-                now = time.monotonic()
-                tps = n_tok[0] / (now - t0) if now > t0 else None
-                self._emit(ev.TokenStream(self.problem_id, text, tps, stream=slot.seq))
-                if now - last[0] > 1.0:
-                    last[0] = now
-                    self._tokens_per_s = tps
-                    self._emit(self._progress())
-                gate.token_boundary()  # a kernel is being timed: the model waits, so it cannot disturb it
-
-            if halt.is_set():
-                return Generation("", 0, 0, 0.0, 0.0, "", "cancelled", cancelled=True)
-            with gate.generating():
-                gen = self.generator.generate(slot.request, on_token=on_token, cancel=halt)
-        if halt.looping and not self._cancel.is_set():
-            gen = replace(gen, finish_reason="repeating", cancelled=False)
-        return gen
+    def _rate(self, tokens_per_s: float | None) -> None:
+        """The model's speed as a generation measures it (at most once a second, from its thread)."""
+        self._tokens_per_s = tokens_per_s
+        self._emit(self._progress())
 
     def _answer(self, slot: Slot, submit: bool = True) -> None:
         """Save a finished generation's answer (the engine's thread, in the order asked) and send
@@ -536,7 +491,7 @@ class SearchEngine:
             self._log(f"the model kept repeating itself: stopped after {gen.completion_tokens} tokens", "warning")
         self._tokens_per_s = gen.tokens_per_s or self._tokens_per_s
         self.tally.llm_calls = max(self.tally.llm_calls, slot.call_index + 1)
-        slot.node_id, state = self._save_answer(slot.expansion, slot.context, slot.request, gen, slot.trimmed)
+        slot.node_id, state = self._save_answer(slot, gen)
         if state == "pending" and submit:
             if self._paused:
                 slot.deferred = True
@@ -547,28 +502,14 @@ class SearchEngine:
         if slot.call_index is not None and slot.call_index == self._next_call - 1:
             self._next_call = slot.call_index
 
-    def _save_answer(self, exp: Expansion, ctx: prompts.PromptContext, request, gen,
-                     trimmed) -> tuple[int, str]:
-        """Store the LLM call and the node its answer makes; an answer that is no candidate (no code,
-        or a repeat) still spends the expansion: visits, no value."""
-        parent = self.store.node(exp.parent_id)
-        answer = answers.shape_answer(gen, ctx.kind, exp.target, parent, language=self.language,
-                                      scaffold=self.scaffold(), fix=self.config.syntax_check,
-                                      find_duplicate=lambda norm: self.store.find_duplicate(self.problem_id, norm))
+    def _save_answer(self, slot: Slot, gen: Generation) -> tuple[int, str]:
+        """Store the LLM call and the node its answer makes (``generation.save_answer``); an answer
+        that is no candidate (no code, or a repeat) still spends the expansion: visits, no value."""
+        node_id, answer = generation.save_answer(
+            self.store, self.problem_id, slot, gen, language=self.language, scaffold=self.scaffold(),
+            fix=self.config.syntax_check, save_state=lambda: self._save_state("paused" if self._paused else "running"))
         state = answer.state
-        shown, params = prompting.call_record(request, gen, trimmed)
-        with self.store.transaction():
-            call_id = self.store.add_llm_call(self.problem_id, exp.kind, gen.model, shown, gen.text, gen.prompt_tokens,
-                                              gen.completion_tokens, gen.seconds, params)
-            node_id = self.store.add_node(
-                self.problem_id, exp.parent_id, "llm", exp.kind if exp.kind != "module" else "whole", answer.language,
-                source=answer.source, kernel_source=answer.kernel, directive=exp.directive, state=state,
-                note=answer.note, norm_code=answer.norm, duplicate_of=answer.duplicate_of, llm_call_id=call_id,
-            )
-            self.store.log_event(self.problem_id, "node_added", f"node {node_id} ({exp.kind}, {state})",
-                                 payload={"node": node_id, "parent": exp.parent_id, "state": state})
-            self._save_state("paused" if self._paused else "running")  # the call count with the call
-        self._emit(ev.NodeAdded(self.problem_id, node_id, exp.parent_id, "llm", state))
+        self._emit(ev.NodeAdded(self.problem_id, node_id, slot.expansion.parent_id, "llm", state))
         if state == "no_code":
             self._log(f"node {node_id}: no usable code ({answer.note})", "warning")
             tree = self._tree()
@@ -580,16 +521,3 @@ class SearchEngine:
             self._log(f"node {node_id} repeats node {answer.duplicate_of}; not evaluated, not counted", "warning")
             self.store.update_stats(backprop(self._tree(), node_id, 0.0))
         return node_id, state
-
-
-class _Halt(threading.Event):
-    """The cancel event one generation watches: set by the engine's stop, or by the engine itself when
-    the answer falls into a loop (``looping``)."""
-
-    def __init__(self, stop: threading.Event) -> None:
-        super().__init__()
-        self._stop = stop
-        self.looping = False
-
-    def is_set(self) -> bool:
-        return super().is_set() or self._stop.is_set()

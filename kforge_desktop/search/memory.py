@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .exemplars import Exemplar
 
 SUFFIX = {"cpp": ".cpp", "cuda": ".cu"}
+LEARN_MARGIN = 1.05  # a search's own kernel is learned when this much faster than its best seed (timing noise)
 # words of a problem's source that say nothing about what it computes
 _NOISE = {
     "self", "torch", "nn", "import", "from", "def", "class", "return", "super", "init", "forward", "model",
@@ -247,8 +248,9 @@ def match(scaffold: Scaffold, source: str, limit: int = 3) -> list[tuple[Exempla
 
 def learn_from_session(store: SessionStore, problem_id: int) -> Exemplar | None:
     """Remember the fastest kernel a search verified, when it is the search's own work: written by
-    the model or the user (a seed is an exemplar already), correct, doing the work itself (no
-    PyTorch library calls), and faster than every seed the search started from. None otherwise."""
+    the model or the user, correct, doing the work itself (no PyTorch library calls), not a near-copy
+    of a seed (``normalize_code``: a seed is an exemplar already), and faster than every seed the
+    search started from by more than ``LEARN_MARGIN``. None otherwise."""
     from .setup import try_scaffold
 
     nodes = store.nodes(problem_id, with_source=False)
@@ -261,8 +263,13 @@ def learn_from_session(store: SessionStore, problem_id: int) -> Exemplar | None:
     best = store.node(best_id)
     if best is None or not best.kernel_source.strip():
         return None
-    seeds = [n.speedup for n in nodes if n.origin == "seed" and n.speedup]
-    if seeds and (best.speedup or 0.0) <= max(seeds):
+    seed_nodes = [store.node(n.id) for n in nodes if n.origin == "seed"]
+    norm = normalize_code(best.kernel_source, best.language)
+    if any(s is not None and s.kernel_source and normalize_code(s.kernel_source, s.language) == norm
+           for s in seed_nodes):
+        return None  # a near-copy of a seed: an exemplar already
+    seeds = [s.speedup for s in seed_nodes if s is not None and s.speedup]
+    if seeds and (best.speedup or 0.0) <= LEARN_MARGIN * max(seeds):
         return None
     record = store.problem(problem_id)
     scaffold = try_scaffold(record.to_problem(), best.language)

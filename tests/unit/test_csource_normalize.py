@@ -67,6 +67,7 @@ def _renamed(code: str) -> str:
 
 NEAR_COPIES = {
     "an include added": "#include <limits>\n" + KERNEL,
+    "using namespace std added": KERNEL.replace("#include <cstdint>\n", "#include <cstdint>\nusing namespace std;\n"),
     "includes dropped": KERNEL.replace("#include <cmath>\n#include <cstdint>\n", ""),
     "a helper moved": KERNEL.replace(ROW_SUM + SQ_DEV, SQ_DEV + ROW_SUM),
     "locals renamed": _renamed(KERNEL),

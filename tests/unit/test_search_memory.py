@@ -173,6 +173,11 @@ def test_a_kernel_no_faster_than_its_seed_is_not_learned_but_can_be_remembered_b
     llm = store.add_node(pid, seed.id, "llm", "edit", "cpp", source=seed.source, kernel_source=seed.kernel_source)
     store.record_verdict(llm, Verdict(status="ok", reason="correct", speedup=1.5, device="cpu", language="cpp"))
     assert memory.learn_from_session(store, pid) is None  # slower than the seed it started from
+    # the seed with `using namespace std;` added, timed faster by chance: a near-copy, not learned
+    copy = "using namespace std;\n" + seed.kernel_source
+    near = store.add_node(pid, seed.id, "llm", "edit", "cpp", source=seed.source, kernel_source=copy)
+    store.record_verdict(near, Verdict(status="ok", reason="correct", speedup=2.9, device="cpu", language="cpp"))
+    assert memory.learn_from_session(store, pid) is None
     assert not memory.list_memory()
     # what the GUI's "remember this kernel" calls: the user's choice, checked
     with pytest.raises(memory.KernelMemoryError, match="not a C\\+\\+ or CUDA kernel"):
