@@ -214,15 +214,14 @@ class MainWindow(QMainWindow):
     def _update_actions(self) -> None:
         running, paused = self.controller.running, self.controller.paused
         has = self.session.store is not None and self.session.problem_id is not None
-        blocked = self.run.blocked_reason() if hasattr(self, "run") else ""
+        blocked = self.run.blocked_reason()
         a = self.acts
         a.start.setEnabled((not running or paused) and not blocked)
         a.start.setText("&Resume" if running and paused else "&Start")
         a.start.setToolTip(blocked or "Start or continue the search (Ctrl+R)")
         a.export.setEnabled(has)
-        broken = getattr(self, "sessions", None) and self.sessions.broken
         if blocked:
-            self.start_banner.show(blocked, with_action=bool(broken))
+            self.start_banner.show(blocked, with_action=self.sessions.broken is not None)
         else:
             self.start_banner.hide()
         a.pause.setEnabled(running)
@@ -233,15 +232,15 @@ class MainWindow(QMainWindow):
         a.llm.setEnabled(not running)
         self.bar.set_running(running)
         if not running:
-            owner = self.run.owner if hasattr(self, "run") else None
+            owner = self.run.owner
             if owner is not None:
-                self.status_line.show_phase_note(f"searched by {owner.who()}", owner.sentence())
+                by = f"pid {owner.pid}" if owner.pid else "another process"
+                self.status_line.show_phase_note(f"searched elsewhere ({by})", owner.sentence())
             elif blocked:
                 self.status_line.show_phase_note("cannot start", blocked)
             else:
                 self.status_line.show_phase_note("idle" if has else "no session", "")
-        if hasattr(self, "run"):
-            self.targets_widget.refresh()
+        self.targets_widget.refresh()
 
     def _update_status_labels(self) -> None:
         self.status_line.show_choices(self.bar.device(), describe_choice(self.settings.llm()))
@@ -266,7 +265,9 @@ class MainWindow(QMainWindow):
         if status not in ("running", "paused") or self.controller.running:
             return status
         owner = session_owner(self.session.store, problem_id, False)
-        return f"{status} ({owner.who()})" if owner else "interrupted (Start resumes it)"
+        if owner is None:
+            return "interrupted"
+        return f"{status} elsewhere" + (f" (pid {owner.pid})" if owner.pid else "")
 
     def _show_candidates(self) -> None:
         self.candidates_dock.show()

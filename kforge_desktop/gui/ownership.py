@@ -48,10 +48,15 @@ def _program(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return ""
-    words = [Path(w.decode(errors="replace")).name for w in raw if w][:3]
-    if len(words) >= 2 and words[0].startswith("python"):
-        words = words[1:]
-    return " ".join(words)[:60]
+    args = [w.decode(errors="replace") for w in raw if w]
+    if args and Path(args[0]).name.startswith("python"):
+        args = args[1:]
+    if args[:1] == ["-c"]:
+        return "python -c"
+    if args[:1] == ["-m"]:
+        args = args[1:]
+    words = [Path(args[0]).name] + args[1:3] if args else []
+    return " ".join(" ".join(words).split())[:48]
 
 
 def lock_holder(session_path: Path) -> int | None | bool:

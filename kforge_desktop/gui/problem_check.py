@@ -54,17 +54,31 @@ def _only_meta(err: BaseException) -> bool:
 
 
 class ProblemChecks:
-    """The verdict of ``problem_trouble`` per problem source (a session is checked once)."""
+    """The verdict of ``problem_trouble`` per problem source (a session is checked once).
+
+    A problem file is checked when it is opened (it is imported then anyway). A session file is
+    plain data: opening one runs none of its code, so its problem is checked when Start is pressed
+    (``trouble``), and from then on Start stays off with the sentence (``known``)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, str | None] = {}
 
-    def trouble(self, record) -> str | None:
-        """For a stored problem (``ProblemRecord``); a whole-model target was captured from the
-        running model and is not checked again."""
+    @staticmethod
+    def _key(record) -> str | None:
         if record is None or (record.info or {}).get("modelopt"):
+            return None  # a whole-model target was captured from the running model: not checked again
+        return record.digest or record.source
+
+    def known(self, record) -> str | None:
+        """What an earlier check said about this problem (None when it passed or never ran)."""
+        key = self._key(record)
+        return self._seen.get(key) if key else None
+
+    def trouble(self, record) -> str | None:
+        """Check a stored problem (``ProblemRecord``) now, once."""
+        key = self._key(record)
+        if key is None:
             return None
-        key = record.digest or record.source
         if key not in self._seen:
             self._seen[key] = problem_trouble(record.to_problem())
         return self._seen[key]

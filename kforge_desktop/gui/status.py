@@ -30,7 +30,7 @@ CLASSES: tuple[StatusClass, ...] = (
     StatusClass("faster", "faster (beyond noise)", "#1a9850", "#4cc06a"),
     StatusClass("delegates", "correct, partly PyTorch's", "#4f9fa6", "#5fb8bf"),
     StatusClass("slower", "correct, no measured win", "#8fb3d9", "#6f93bd"),
-    StatusClass("disturbed", "measurement disturbed", "#b8860b", "#c9a227"),
+    StatusClass("disturbed", "measurement disturbed", "#8c6d4f", "#b08d6a"),
     StatusClass("incorrect", "incorrect", "#e08214", "#f0a040"),
     StatusClass("build", "build error", "#d73027", "#ef5a4f"),
     StatusClass("failed", "crashed / timed out", "#8e0152", "#c2307e"),

@@ -29,11 +29,13 @@ STEPS: tuple[Step, ...] = (
          "The problems of this session. For a whole model, one row per slow operator with its share of the "
          "runtime; choose a row to see its search."),
     Step("treeDock", "Search tree",
-         "Every candidate is a node: green is faster than PyTorch, blue correct but not faster, orange "
-         "incorrect, red a build error. The thick line leads to the chosen kernel. Scroll to zoom, drag to pan, "
-         "right-click a node to pin it, exclude it, expand from it or edit it by hand."),
+         "Every candidate is a node: green is faster than PyTorch beyond the measurement noise, blue correct "
+         "without a measured win, orange incorrect, red a build error. The thick line leads to the chosen kernel. "
+         "Scroll to zoom, drag to pan, right-click a node to pin it, exclude it, expand from it or edit it by hand. "
+         "The Candidates tab beside it lists every node in a table that sorts by time, speedup or status."),
     Step("plotDock", "Speedup plot",
-         "Best speedup so far, against candidates or time, with lines for PyTorch (1.0×) and torch.compile. "
+         "The best measured win so far, against kernels evaluated or time, with lines for PyTorch (1.0×) and "
+         "torch.compile (the median of its readings). "
          "Click a point to select that candidate everywhere."),
     Step("codeDock", "Code and diff",
          "The selected candidate's kernel, highlighted, or its diff against its parent, the best, or any node."),

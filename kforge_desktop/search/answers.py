@@ -113,6 +113,13 @@ def native_kernel(node: NodeRecord) -> str | None:
     return kernel
 
 
+def syntax_verdict_of(node: NodeRecord, scaffold: Callable[[], Scaffold | None], device: str) -> Verdict | None:
+    """``syntax_verdict`` of a candidate whose native kernel a syntax check can judge alone
+    (``native_kernel``); None for the others, and for a kernel that compiles."""
+    kernel = native_kernel(node)
+    return syntax_verdict(kernel, node.language, scaffold(), device) if kernel else None
+
+
 def syntax_verdict(kernel: str, language: str, scaffold: Scaffold | None, device: str) -> Verdict | None:
     """g++/nvcc -fsyntax-only on the module's native kernel (0.2 s instead of a build): most
     compile errors of a small model are caught before a worker is involved. None when it compiles."""

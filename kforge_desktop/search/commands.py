@@ -7,6 +7,10 @@ GUI calls the same function on the session store. Each function writes the store
 it did (``Applied``): the events a view may want and, when there is something to say, one
 sentence. The caller decides how to show them (the engine logs and emits; the GUI refreshes and
 shows the sentence).
+
+While a search runs, commands wait in its ``Inbox`` (posted from any thread), and what the ones
+that steer the loop itself (stop, pause, resume, budget) change is said by ``control``, for the
+engine to apply to its own state.
 """
 
 from __future__ import annotations
@@ -156,6 +160,36 @@ class Inbox:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
+
+
+@dataclass(frozen=True)
+class Control:
+    """What a loop-control command (stop, pause, resume, budget) changes in a running search, for
+    the engine to apply in this order: the stop, the pause state (its phase with it), the config;
+    then the saved state, the sentence for the log, and a ``Progress`` event for the views."""
+
+    stop: bool = False
+    paused: bool | None = None  # the new pause state (None: as it was)
+    config: SearchConfig | None = None  # the new config (None: as it was)
+    save: bool = False
+    message: str = ""
+    progress: bool = False
+
+
+def control(cmd: ev.Command, paused: bool, config: SearchConfig) -> Control | None:
+    """What ``cmd`` does to the loop of a search that is ``paused`` (or not) with ``config``; None
+    for a node command (``apply``). Pausing a paused search, or resuming a running one, does nothing."""
+    if isinstance(cmd, ev.Stop):
+        return Control(stop=True, message="stop requested")
+    if isinstance(cmd, (ev.Pause, ev.Resume)):
+        pause = isinstance(cmd, ev.Pause)
+        if pause == paused:
+            return Control()
+        return Control(paused=pause, save=True, message="paused" if pause else "resumed", progress=pause)
+    if isinstance(cmd, ev.SetBudget):
+        config, message = with_budget(config, cmd)
+        return Control(config=config, save=True, message=message, progress=True)
+    return None
 
 
 def with_budget(config: SearchConfig, cmd: ev.SetBudget) -> tuple[SearchConfig, str]:

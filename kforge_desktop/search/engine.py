@@ -5,10 +5,10 @@ commands from there (pause, resume, stop, pin, unpin, exclude, add child, expand
 from any thread; ``run()`` blocks in the thread that drives the search.
 
 The loop only selects, expands, evaluates, saves and emits; around it: ``setup`` (a new session),
-``planner`` (which node, which directive), ``prompting`` (what the model is shown), ``answers``
-(answer -> candidate), ``commands`` (what a command does), ``runner`` (model + evaluator + engine),
-``inflight`` (the window of work in flight and the tree a plan sees). It runs past 500 lines
-because keeping K expansions in flight (launch, save answers in order, retire) is the loop itself.
+``planner`` (which node, which directive, which limit), ``prompting`` (what the model is shown),
+``generation`` (an answer written in its thread, then stored), ``answers`` (answer -> candidate),
+``commands`` (what a command does), ``inflight`` (the window of work in flight and the tree a plan
+sees), ``retiming`` (the best re-timed at the end), ``runner`` (model + evaluator + engine).
 
 Why it is shaped like this:
 - The store is the only state. Every iteration re-reads the tree, so a resumed session, a pin made
@@ -16,19 +16,14 @@ Why it is shaped like this:
   together with its LLM call; a verdict together with the node's new state; after ``kill -9``
   nodes caught mid-evaluation go back to pending and are evaluated again (nothing lost, nothing
   duplicated); an answer still being generated is simply asked for again.
-- Scheduling: up to K expansions are in flight (``config.inflight``; by default chosen by the
-  machine, ``inflight.default_inflight``): the model writes the next candidate while earlier ones
-  are built, verified and timed, and a model server that serves several requests at once gets K of
-  them together. With K = 1 generation and evaluation alternate (what a machine of 4 cores or fewer
-  gets: llama.cpp and a g++ build on the same few cores starve each other). Timing never overlaps
-  a generation on the same device: every generation runs inside the evaluator's ``DeviceGate`` and
-  waits between two tokens while a kernel is timed.
+- Scheduling: up to K expansions are in flight (``config.inflight``, else chosen by the machine:
+  ``inflight.default_inflight``; 1, generation and evaluation alternating, on 4 cores or fewer):
+  the model writes the next candidates while earlier ones are built, verified and timed. Timing
+  never overlaps a generation on the same device (``generation.generate``).
 - Determinism: directive choices and LLM sampling seeds derive from the session seed and the
-  node/call counts (``planner.Tally``), so a search with a temperature-0 model (or a fixed seed)
-  replays exactly. With K in flight the engine plans on ``inflight.masked_tree`` (the tree as of the
-  front of its window, each expansion in flight a placeholder with a virtual loss) and saves answers
-  in the order they were asked for, so the same seed and K give the same tree whatever finishes
-  first.
+  node/call counts (``planner.Tally``); plans are made on ``inflight.masked_tree`` and answers are
+  saved in the order they were asked for, so the same seed and K give the same tree whatever
+  finishes first.
 """
 
 from __future__ import annotations
@@ -37,20 +32,21 @@ import concurrent.futures as cf
 import threading
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
 
 from ..kernels.verdict import Verdict
 from ..llm import prompts
-from ..llm.generator import Generation, GenerationError
-from ..store import SearchState, SessionStore
+from ..llm.generator import Generation
+from ..store import SessionStore
 from . import answers, commands, generation, inflight, memory, prompting, retiming
 from . import events as ev
 from .config import SearchConfig
-from .inflight import Slot, masked_tree
-from .planner import MAX_REPEATS, Expansion, Planner, Tally, limit_reached, repeats_in_a_row
-from .setup import LazyScaffold, environment_differences, environment_record
-from .setup import create_session as create_session  # re-exported: callers that still import it from here
+from .inflight import Slot, Window, masked_tree, verdict_of
+from .planner import MAX_REPEATS, CallNumbers, Expansion, Planner, Tally, repeats_in_a_row
+from .setup import LazyScaffold, measured_elsewhere, search_state
+from .setup import create_session as create_session  # re-exported (and the two below) for callers
+from .setup import environment_differences as environment_differences
+from .setup import environment_record as environment_record
 from .tree import Tree, backprop, reward
 
 Listener = Callable[[ev.Event], None]
@@ -78,21 +74,20 @@ class SearchEngine:
                                      lambda message: self._log(message, "warning"))
         self.planner = Planner(self.language, self.problem.source, self.scaffold, store.node, self.tally,
                                lambda message: self._log(message, "warning"))
-        self._listeners: list[Listener] = []
+        self._listeners = ev.Listeners()
+        self._emit = self._listeners.emit  # every event to every view
         self._commands = commands.Inbox()
         self._cancel = threading.Event()
         self._stop = False
         self._paused = False
-        self._window: deque[Slot] = deque()  # the work in flight, oldest first (see ``inflight``)
-        self._seq = 0
-        self._next_call = self.tally.llm_calls  # the LLM call number the next expansion gets
+        self._window = Window()  # the work in flight, oldest first (see ``inflight``)
+        self._calls = CallNumbers(self.tally)
         self._gen_pool: cf.ThreadPoolExecutor | None = None
         self._started = time.monotonic()
         self._tokens_per_s: float | None = None
         self._phase = "idle"
         self._gen_failures = 0
         self._warned_productivity = False
-        self._said_call_cap = False
         self._thread: threading.Thread | None = None
         self.inflight = config.inflight or 0  # K; 0 until ``run`` chooses it for this machine
 
@@ -102,8 +97,7 @@ class SearchEngine:
         """Call ``listener(event)`` for every event; returns an unsubscribe. Events come from the
         engine's thread, except ``TokenStream`` (and the ``Progress`` beside it), which come from the
         thread of the generation they belong to: with K in flight, several at once."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        return self._listeners.subscribe(listener)
 
     def post(self, command: ev.Command) -> None:
         """Queue a command (thread-safe); Stop also cancels a generation in progress."""
@@ -120,13 +114,6 @@ class SearchEngine:
         self._thread.start()
         return self._thread
 
-    def _emit(self, event: ev.Event) -> None:
-        for fn in list(self._listeners):
-            try:
-                fn(event)
-            except Exception:  # a broken view must not kill the search
-                traceback.print_exc()
-
     def _log(self, message: str, level: str = "info", detail: str = "", persist: bool = True) -> None:
         if persist:
             self.store.log_event(self.problem_id, "log", message, level, {"detail": detail} if detail else None)
@@ -142,12 +129,7 @@ class SearchEngine:
         return Tree(self.store.nodes(self.problem_id, with_source=False))
 
     def _save_state(self, status: str) -> None:
-        c = self.config
-        self.store.save_search_state(SearchState(
-            problem_id=self.problem_id, strategy=c.strategy, budget_candidates=c.budget_candidates,
-            budget_minutes=c.budget_minutes, seed=c.seed, rng_state=self.tally.to_saved(), config=c.to_dict(),
-            status=status, elapsed_s=self.elapsed_s,
-        ))
+        self.store.save_search_state(search_state(self.problem_id, self.config, self.tally, status, self.elapsed_s))
 
     def _progress(self) -> ev.Progress:
         best = self.store.best_node(self.problem_id)
@@ -164,17 +146,14 @@ class SearchEngine:
         self._stop = False
         self._cancel.clear()
         again = self.store.reset_in_flight(self.problem_id)
-        saved_env = self.store.environment()
-        if saved_env:
-            diff = environment_differences(saved_env, environment_record(self.config.device))
-            if diff:
-                self._log("this session was measured on another machine (" + ", ".join(diff) + "); "
-                          "its verdicts may not hold here", "warning")
+        elsewhere = measured_elsewhere(self.store.environment(), self.config.device)
+        if elsewhere:
+            self._log(elsewhere, "warning")
         if again:
             self._log(f"{len(again)} node(s) waiting for evaluation", persist=False)
         if not self.config.inflight:
             self.inflight = inflight.default_inflight(self.generator, self.evaluator)
-        self._next_call = self.tally.llm_calls
+        self._calls = CallNumbers(self.tally)
         self._save_state("running")
         reason, best_id = "error", None
         try:
@@ -205,12 +184,7 @@ class SearchEngine:
         """The best few nodes re-timed together (``search.retiming``); the GUI sees their new verdicts."""
         self._phase = "re-timing"
         self._emit(self._progress())
-        try:
-            ids = retiming.retime_best(self.store, self.problem_id, self.problem, self.evaluator, self._log)
-        except Exception as err:  # a failed re-timing leaves the first verdicts standing
-            self._log(f"re-timing the best nodes failed: {type(err).__name__}: {err}", "warning")
-            return
-        for node_id in ids:
+        for node_id in retiming.retime_or_keep(self.store, self.problem_id, self.problem, self.evaluator, self._log):
             self._emit(ev.NodeEvaluated(self.problem_id, node_id, self.store.node(node_id).verdict))
 
     def _loop(self) -> str:
@@ -237,13 +211,14 @@ class SearchEngine:
             if len(self._window) >= self.inflight:
                 self._make_room()
                 continue
+            # a node waiting for its verdict (a seed, a hand-edited child, one a crash left) takes a slot
             owned = {s.node_id for s in self._window}
             queued = [n for n in self.store.pending_nodes(self.problem_id) if n.id not in owned and n.state == "pending"]
             if queued:
-                self._evaluate_waiting(queued[0].id)
+                self._submit(self._window.add(node_id=queued[0].id, answered=True))
                 continue
             tree = self._view()
-            limit = self._limit_reached(tree)
+            limit = self.planner.limit(tree, self.config, self.elapsed_s, self._calls.next)
             expansion = None if limit else self.next_expansion(tree)
             if expansion is None:
                 if self._window:
@@ -261,24 +236,12 @@ class SearchEngine:
 
     def _make_room(self) -> None:
         """Retire the oldest slot once it is done (answered and evaluated); wait for it otherwise."""
-        if self._window and self._window[0].done:
-            self._window.popleft()
-        else:
+        if not self._window.retire_front():
             self._wait(0.2)
-
-    def _limit_reached(self, tree: Tree) -> str | None:
-        limit = limit_reached(tree, self.config, self.elapsed_s, self._next_call)
-        if limit == "llm_calls":
-            if not self._said_call_cap:  # said once, while the calls still in flight come back
-                self._said_call_cap = True
-                self._log(f"stopped after {self.config.llm_call_cap} LLM calls: the model keeps repeating earlier "
-                          "answers", "warning")
-            return "budget"
-        return limit
 
     def _wait(self, timeout: float) -> None:
         """Until some work in flight finishes or a command arrives (at most ``timeout`` seconds)."""
-        futures = [f for s in self._window for f in (s.generation, s.evaluation) if f is not None and not f.done()]
+        futures = self._window.running()
         if futures:
             cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
             return
@@ -295,48 +258,29 @@ class SearchEngine:
             self._apply(cmd)
 
     def _apply(self, cmd: ev.Command) -> None:
-        """Loop control (stop, pause, resume, budget) here; what a command does to the session in
-        ``commands``."""
-        if isinstance(cmd, ev.Stop):
-            self._stop = True
-            self._log("stop requested")
-        elif isinstance(cmd, ev.Pause):
-            if not self._paused:
-                self._paused = True
-                self._phase = "paused"
-                self._save_state("paused")
-                self._log("paused")
-                self._emit(self._progress())
-        elif isinstance(cmd, ev.Resume):
-            if self._paused:
-                self._paused = False
-                self._phase = "idle"
-                self._save_state("running")
-                self._log("resumed")
-        elif isinstance(cmd, ev.SetBudget):
-            self.config, message = commands.with_budget(self.config, cmd)
-            self._save_state("paused" if self._paused else "running")
-            self._log(message)
-            self._emit(self._progress())
-        else:
+        """What a command does is decided in ``commands``: to the loop (``control``: stop, pause,
+        resume, budget), applied here, or to the session (``apply``: the node commands)."""
+        ctl = commands.control(cmd, self._paused, self.config)
+        if ctl is None:
             applied = commands.apply(cmd, self.store, self.problem_id, self.language, self.planner)
             for event in applied.events:
                 self._emit(event)
             if applied.message:
                 self._log(applied.message, applied.level)
+            return
+        self._stop = self._stop or ctl.stop
+        if ctl.paused is not None:
+            self._paused, self._phase = ctl.paused, "paused" if ctl.paused else "idle"
+        if ctl.config is not None:
+            self.config = ctl.config
+        if ctl.save:
+            self._save_state("paused" if self._paused else "running")
+        if ctl.message:
+            self._log(ctl.message)
+        if ctl.progress:
+            self._emit(self._progress())
 
     # -- evaluation --------------------------------------------------------------------------------------
-
-    def _next_slot(self, **fields) -> Slot:
-        slot = Slot(self._seq, **fields)
-        self._seq += 1
-        self._window.append(slot)
-        return slot
-
-    def _evaluate_waiting(self, node_id: int) -> None:
-        """A node that waits for its verdict (a seed, a hand-edited child, one a crash left behind)
-        takes a slot of the window."""
-        self._submit(self._next_slot(node_id=node_id, answered=True))
 
     def _submit(self, slot: Slot) -> None:
         slot.evaluating, slot.deferred = True, False
@@ -349,35 +293,26 @@ class SearchEngine:
         self._phase = "building"
         self._emit(ev.NodeChanged(self.problem_id, node_id))
         self._emit(self._progress())
-        kernel = answers.native_kernel(node)
-        if self.config.syntax_check and kernel:
-            error = answers.syntax_verdict(kernel, node.language, self.scaffold(), self.config.device)
-            if error is not None:
-                slot.evaluated = True
-                self._finish_node(node_id, error)
-                return
+        error = answers.syntax_verdict_of(node, self.scaffold, self.config.device) if self.config.syntax_check else None
+        if error is not None:
+            slot.evaluated = True
+            self._finish_node(node_id, error)
+            return
         slot.evaluation = self.evaluator.submit(self.problem, node.source)
 
     def _advance(self) -> None:
         """Record the verdicts that came back; save the answers that came back, in the order they
         were asked for (an early answer waits for the ones before it)."""
-        for slot in list(self._window):
+        for slot in self._window:
             if slot.evaluation is not None and not slot.evaluated and slot.evaluation.done():
                 slot.evaluated = True
-                self._finish_node(slot.node_id, self._verdict_of(slot.evaluation))
-        for slot in list(self._window):
+                self._finish_node(slot.node_id, verdict_of(slot.evaluation, self.config.device))
+        for slot in self._window:
             if slot.expansion is None or slot.answered:
                 continue
             if not slot.generation.done():
                 break
             self._answer(slot)
-
-    def _verdict_of(self, fut: cf.Future) -> Verdict:
-        try:
-            return fut.result()
-        except Exception as err:
-            return Verdict(status="crashed", reason=f"the evaluator failed: {type(err).__name__}: {err}",
-                           device=self.config.device)
 
     def _finish_node(self, node_id: int, verdict: Verdict) -> None:
         r = reward(verdict)
@@ -408,7 +343,7 @@ class SearchEngine:
         running = [s.generation for s in self._window if s.generation is not None and not s.generation.done()]
         if running:
             cf.wait(running, timeout=30)
-        for slot in list(self._window):
+        for slot in self._window:
             if slot.expansion is not None and not slot.answered and slot.generation.done():
                 self._answer(slot, submit=False)
         for slot in self._window:
@@ -416,7 +351,7 @@ class SearchEngine:
                 continue
             if slot.evaluation.done():
                 slot.evaluated = True
-                self._finish_node(slot.node_id, self._verdict_of(slot.evaluation))
+                self._finish_node(slot.node_id, verdict_of(slot.evaluation, self.config.device))
             else:
                 slot.evaluation.cancel()
                 self.store.set_state(slot.node_id, "pending")
@@ -451,8 +386,7 @@ class SearchEngine:
             self._gen_failures += 1
             self._log(str(err), "error")
             return
-        index = self._next_call
-        self._next_call += 1
+        index = self._calls.take()
         request = prompting.request(exp, ctx, tree, c, self.language, self.problem.source, index,
                                     bool(getattr(self.generator, "raw_completion", False)), self.scaffold())
         self._phase = "generating"
@@ -460,7 +394,7 @@ class SearchEngine:
         self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
         if self._gen_pool is None:
             self._gen_pool = generation.thread_pool(self.generator, self.inflight, f"kforge-generate-{self.problem_id}")
-        slot = self._next_slot(expansion=exp, call_index=index, request=request, context=ctx, trimmed=trimmed)
+        slot = self._window.add(expansion=exp, call_index=index, request=request, context=ctx, trimmed=trimmed)
         slot.generation = self._gen_pool.submit(
             generation.generate, self.generator, request, generation.device_gate(self.evaluator), self._cancel,
             lambda text, tps: self._emit(ev.TokenStream(self.problem_id, text, tps, stream=slot.seq)), self._rate)
@@ -475,32 +409,22 @@ class SearchEngine:
         its node to the evaluator; a failed or cancelled one gives its call number back when no
         later call took one (so with K = 1 the next request asks with the same seed, as before)."""
         slot.answered = True
-        try:
-            gen = slot.generation.result()
-        except GenerationError as err:
-            self._gen_failures += 1
-            self._log(f"the model could not answer: {err}", "error")
-            self._give_back_call(slot)
+        got = generation.received(slot.generation)
+        self._gen_failures = got.failures(self._gen_failures)
+        if got.message:
+            self._log(got.message, got.level, persist=got.persist)
+        if got.gen is None:
+            self._calls.give_back(slot.call_index)
             return
-        if gen.cancelled:
-            self._log("generation cancelled", persist=False)
-            self._give_back_call(slot)
-            return
-        self._gen_failures = 0
-        if gen.finish_reason == "repeating":
-            self._log(f"the model kept repeating itself: stopped after {gen.completion_tokens} tokens", "warning")
+        gen = got.gen
         self._tokens_per_s = gen.tokens_per_s or self._tokens_per_s
-        self.tally.llm_calls = max(self.tally.llm_calls, slot.call_index + 1)
+        self._calls.answered(slot.call_index)
         slot.node_id, state = self._save_answer(slot, gen)
         if state == "pending" and submit:
             if self._paused:
                 slot.deferred = True
             else:
                 self._submit(slot)
-
-    def _give_back_call(self, slot: Slot) -> None:
-        if slot.call_index is not None and slot.call_index == self._next_call - 1:
-            self._next_call = slot.call_index
 
     def _save_answer(self, slot: Slot, gen: Generation) -> tuple[int, str]:
         """Store the LLM call and the node its answer makes (``generation.save_answer``); an answer

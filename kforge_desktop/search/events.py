@@ -2,11 +2,13 @@
 
 The engine imports no Qt; the GUI turns these into signals in one adapter, the CLI into a
 progress bar. Node data itself lives in the session store; events carry ids and the few numbers a
-view needs to update without a query.
+view needs to update without a query. ``Listeners`` hands an engine's events to its views.
 """
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..kernels.verdict import Verdict
@@ -77,6 +79,27 @@ class Finished:
 
 
 Event = NodeAdded | NodeEvaluated | NodeChanged | TokenStream | Log | Progress | Finished
+
+
+class Listeners:
+    """The views subscribed to one engine. Every event goes to each of them in turn, in the thread
+    that emits it; a view that raises is reported and passed over: a broken view must not kill the
+    search."""
+
+    def __init__(self) -> None:
+        self._fns: list[Callable[[Event], None]] = []
+
+    def subscribe(self, fn: Callable[[Event], None]) -> Callable[[], None]:
+        """Add ``fn``; returns the call that removes it again."""
+        self._fns.append(fn)
+        return lambda: self._fns.remove(fn) if fn in self._fns else None
+
+    def emit(self, event: Event) -> None:
+        for fn in list(self._fns):
+            try:
+                fn(event)
+            except Exception:
+                traceback.print_exc()
 
 
 # -- commands (GUI/CLI -> engine) ------------------------------------------------------------------

@@ -16,10 +16,10 @@ import concurrent.futures as cf
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..kernels.gate import DeviceGate
-from ..llm.generator import Generation, GenerationRequest, repeating
+from ..llm.generator import Generation, GenerationError, GenerationRequest, repeating
 from ..store import SessionStore
 from . import answers, prompting
 from .inflight import Slot, generation_parallel, generation_slots
@@ -85,6 +85,39 @@ class _Halt(threading.Event):
 
     def is_set(self) -> bool:
         return super().is_set() or self._stop.is_set()
+
+
+@dataclass(frozen=True)
+class Received:
+    """What a finished generation came back with: the answer to store (None when there is none: its
+    call number may be given back), whether the model failed (three failures in a row stop the
+    search), and what to tell the user (``persist``: in the session's log too)."""
+
+    gen: Generation | None
+    failed: bool = False
+    message: str = ""
+    level: str = "info"
+    persist: bool = True
+
+    def failures(self, before: int) -> int:
+        """The model's failures in a row with this outcome, ``before`` before it (an answer ends a run
+        of failures; a cancelled request neither adds to it nor ends it)."""
+        return before + 1 if self.failed else (0 if self.gen is not None else before)
+
+
+def received(generation: cf.Future) -> Received:
+    """The outcome of a finished generation: an answer, a model that could not answer, a cancelled
+    request, or an answer cut short because it kept repeating itself."""
+    try:
+        gen = generation.result()
+    except GenerationError as err:
+        return Received(None, failed=True, message=f"the model could not answer: {err}", level="error")
+    if gen.cancelled:
+        return Received(None, message="generation cancelled", persist=False)
+    if gen.finish_reason == "repeating":
+        return Received(gen, message=f"the model kept repeating itself: stopped after {gen.completion_tokens} "
+                        "tokens", level="warning")
+    return Received(gen)
 
 
 def save_answer(store: SessionStore, problem_id: int, slot: Slot, gen: Generation, *, language: str,

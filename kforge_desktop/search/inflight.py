@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
+from ..kernels.verdict import Verdict
 from ..store.records import NodeRecord
 from .planner import Expansion
 from .setup import few_cores
@@ -58,6 +60,48 @@ class Slot:
     @property
     def done(self) -> bool:
         return self.answered and not self.deferred and (not self.evaluating or self.evaluated)
+
+
+class Window:
+    """The slots in flight, oldest first; each new one gets the next number (its place in the order)."""
+
+    def __init__(self) -> None:
+        self._slots: deque[Slot] = deque()
+        self._seq = 0
+
+    def __iter__(self) -> Iterator[Slot]:
+        return iter(list(self._slots))  # a copy: a slot may be retired while the engine goes through them
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def add(self, **fields) -> Slot:
+        slot = Slot(self._seq, **fields)
+        self._seq += 1
+        self._slots.append(slot)
+        return slot
+
+    def retire_front(self) -> bool:
+        """Retire the oldest slot if it is done (answered and evaluated); whether it was."""
+        if self._slots and self._slots[0].done:
+            self._slots.popleft()
+            return True
+        return False
+
+    def running(self) -> list[Future]:
+        """The generations and evaluations still running."""
+        return [f for s in self._slots for f in (s.generation, s.evaluation) if f is not None and not f.done()]
+
+    def clear(self) -> None:
+        self._slots.clear()
+
+
+def verdict_of(evaluation: Future, device: str) -> Verdict:
+    """The verdict an evaluation came back with; an evaluator that failed makes a crashed one."""
+    try:
+        return evaluation.result()
+    except Exception as err:
+        return Verdict(status="crashed", reason=f"the evaluator failed: {type(err).__name__}: {err}", device=device)
 
 
 def masked_tree(tree: Tree, slots: Iterable[Slot], language: str = "") -> Tree:

@@ -8,7 +8,9 @@ kind of request (a whole kernel from the root, an edit of a scaffolded kernel, a
 whole module when there is no scaffold) and one optimization directive.
 
 Directive choices draw from a ``random.Random`` seeded by the session seed, the node and its number
-of children, so a seeded search replays the same choices on a resumed or repeated run.
+of children, so a seeded search replays the same choices on a resumed or repeated run; the LLM
+calls' sampling seeds derive from their numbers (``CallNumbers``). Which limit ends the search is
+decided here too (``limit_reached``).
 """
 
 from __future__ import annotations
@@ -79,6 +81,29 @@ class Tally:
         return out
 
 
+class CallNumbers:
+    """The LLM call numbers of a running search (each call's sampling seed derives from its number):
+    handed out in the order the expansions are asked for, counted in the ``Tally`` once answered. A
+    call that failed or was cancelled gives its number back when no later call took one (so with
+    K = 1 the next request asks with the same seed)."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self.next = tally.llm_calls  # the number the next expansion gets
+
+    def take(self) -> int:
+        index = self.next
+        self.next += 1
+        return index
+
+    def give_back(self, index: int | None) -> None:
+        if index is not None and index == self.next - 1:
+            self.next = index
+
+    def answered(self, index: int) -> None:
+        self.tally.llm_calls = max(self.tally.llm_calls, index + 1)
+
+
 class Planner:
     """Decides the next expansion of one problem's search.
 
@@ -97,6 +122,18 @@ class Planner:
         self.warn = warn
         self.forced: list[int] = []
         self.focus = True
+        self._said_call_cap = False
+
+    def limit(self, tree: Tree, config: SearchConfig, elapsed_s: float, llm_calls: int) -> str | None:
+        """Which limit ends the search (``limit_reached``), the LLM call cap counting as the budget;
+        the cap is said once, while the calls still in flight come back."""
+        limit = limit_reached(tree, config, elapsed_s, llm_calls)
+        if limit == "llm_calls":
+            if not self._said_call_cap:
+                self._said_call_cap = True
+                self.warn(f"stopped after {config.llm_call_cap} LLM calls: the model keeps repeating earlier answers")
+            return "budget"
+        return limit
 
     def next_expansion(self, tree: Tree, config: SearchConfig) -> Expansion | None:
         """What to expand next (forced, then a repair, then the strategy's pick); None when nothing can be."""

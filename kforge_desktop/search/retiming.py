@@ -59,6 +59,16 @@ def retimed_verdict(old: Verdict, mine: dict, eager: dict, comp: dict | None, to
     return replace(new, reason=ok_reason({**new.to_dict()}) + f" (re-timed with the best {together} together)")
 
 
+def retime_or_keep(store: SessionStore, problem_id: int, problem: Problem, evaluator, log) -> list[int]:
+    """``retime_best``, as a search ends: a re-timing that fails leaves the first verdicts standing
+    (and says so)."""
+    try:
+        return retime_best(store, problem_id, problem, evaluator, log)
+    except Exception as err:
+        log(f"re-timing the best nodes failed: {type(err).__name__}: {err}", "warning")
+        return []
+
+
 def retime_best(store: SessionStore, problem_id: int, problem: Problem, evaluator, log) -> list[int]:
     """Re-time the contenders and record their new verdicts; returns the ids re-timed. ``log(msg,
     level)`` tells the user what moved."""

@@ -3,7 +3,9 @@
 Everything a search starts from is written to the store here, before any engine exists, so that a
 session opened later (or on another machine) looks the same to the loop as a new one: the
 reference as the root, the exemplars that fit the problem exactly and torch.compile's own code as
-pending seeds, the search state, and a record of the machine the verdicts will describe.
+pending seeds, the search state, and a record of the machine the verdicts will describe. The same
+shape of search state is saved by the engine as it runs (``search_state``), and a search that starts
+says when the session was measured on another machine (``measured_elsewhere``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ def environment_differences(saved: dict, current: dict) -> list[str]:
         if a and b and a != b:
             out.append(f"{label} {a} -> {b}")
     return out
+
+
+def measured_elsewhere(saved: dict | None, device: str) -> str:
+    """What to say when a session's verdicts were measured on another machine than this one ("" when
+    they describe this machine, or no machine was recorded)."""
+    diff = environment_differences(saved, environment_record(device)) if saved else []
+    return ("this session was measured on another machine (" + ", ".join(diff) + "); its verdicts may not "
+            "hold here") if diff else ""
 
 
 def try_scaffold(problem: Problem, language: str) -> Scaffold | None:
@@ -110,14 +120,21 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
                 )
         if config.seeds and config.compile_seed and config.device.startswith("cuda"):
             _add_compile_seed(store, problem_id, root_id, problem, config.device)
-        store.save_search_state(SearchState(
-            problem_id=problem_id, strategy=config.strategy, budget_candidates=config.budget_candidates,
-            budget_minutes=config.budget_minutes, seed=config.seed, rng_state=Tally().to_saved(),
-            config=config.to_dict(), status="new",
-        ))
+        store.save_search_state(search_state(problem_id, config, Tally(), "new"))
         store.log_event(problem_id, "created", f"search of {problem.name} created ({config.strategy}, "
                         f"{language}, budget {config.budget_candidates} candidates)")
     return problem_id
+
+
+def search_state(problem_id: int, config: SearchConfig, tally: Tally, status: str,
+                 elapsed_s: float = 0.0) -> SearchState:
+    """What the store keeps of a problem's search (``resume`` continues from it): the config and its
+    budget, the tally (LLM calls spent), the status and the time spent."""
+    return SearchState(
+        problem_id=problem_id, strategy=config.strategy, budget_candidates=config.budget_candidates,
+        budget_minutes=config.budget_minutes, seed=config.seed, rng_state=tally.to_saved(), config=config.to_dict(),
+        status=status, elapsed_s=elapsed_s,
+    )
 
 
 def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem, device: str) -> None:

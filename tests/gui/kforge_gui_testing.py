@@ -111,9 +111,9 @@ def write_verdict_session(path: Path) -> dict[str, int]:
         node("incorrect", root, "llm", "whole", Verdict(status="incorrect", reason="max abs error 0.41 exceeds "
              "1e-05", device="cuda", max_abs_err=0.41, rel_l2_err=0.2, build_s=9.0, input_seed=1234))
         store.set_pinned(seed)
-        config = SearchConfig(budget_candidates=6, device="cuda")
-        store.save_search_state(SearchState(problem_id=pid, strategy="mcts", budget_candidates=6,
+        config = SearchConfig(budget_candidates=8, device="cuda")
+        store.save_search_state(SearchState(problem_id=pid, strategy="mcts", budget_candidates=8,
                                             budget_minutes=None, config=config.to_dict(), status="stopped"))
-        store.log_event(pid, "created", "search of softmax created (mcts, cuda, budget 6 candidates)")
+        store.log_event(pid, "created", "search of softmax created (mcts, cuda, budget 8 candidates)")
     store.close()
     return ids

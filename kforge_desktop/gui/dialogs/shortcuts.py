@@ -4,7 +4,15 @@ list cannot drift from what the keys do)."""
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHeaderView, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 EXTRA = (("Scroll wheel on the tree", "Zoom"), ("Drag the tree", "Pan"),
          ("Double-click a node", "Show its code"), ("Double-click empty space", "Fit the tree"),

@@ -172,7 +172,7 @@ class Actions:
         self.copy = A("actCopy", "Copy the selected node's code", "Ctrl+Shift+C")
         self.edit = A("actEdit", "Edit the selected node as a new child…", "Ctrl+E")
         self.best = A("actBest", "Select the chosen node", "Ctrl+J",
-                      "Select the pinned node, or the fastest correct one")
+                      "Select the pinned node, or the fastest measured win")
         self.reset_layout = A("actResetLayout", "&Reset layout", None, "Put every panel back where it started")
         self.preferences = A("actPreferences", "&Preferences…", "Ctrl+,",
                              "Models folder, sessions folder, workers and threads")

@@ -18,11 +18,12 @@ from PySide6.QtCore import QTimer
 
 from ...search import events as ev
 from ..controller import SearchController, StartRequest
-from ..ownership import Owner, session_owner
-from ..problem_check import ProblemChecks
+from ..counts import count
 from ..docks.inspector.widget import InspectorWidget
 from ..docks.log.widget import LogWidget
 from ..docks.targets.model import TargetsModel
+from ..ownership import Owner, session_owner
+from ..problem_check import ProblemChecks
 from ..session_model import SessionModel
 from ..settings import SearchChoices, Settings
 from .chrome import SearchBar, StatusLine
@@ -109,8 +110,11 @@ class RunControl:
             self.owner = owner
             self.changed()
 
-    def problem_trouble(self) -> str:
-        return self.checks.trouble(self.session.problem()) or ""
+    def problem_trouble(self, check: bool = False) -> str:
+        """Why the current problem cannot be searched: from the check made at the last Start, or
+        (``check``) checked now."""
+        record = self.session.problem()
+        return (self.checks.trouble(record) if check else self.checks.known(record)) or ""
 
     def blocked_reason(self) -> str:
         """Why Start is off right now (one sentence), or "" when it may start."""
@@ -169,9 +173,10 @@ class RunControl:
                 self.controller.resume()
             return True
         self.check_owner()
-        blocked = self.blocked_reason()
+        blocked = self.blocked_reason() or (self.problem_trouble(check=True) if self.session.store else "")
         if blocked:
-            self._report(blocked, level="warning", dialog=False)
+            self._report(blocked, level="warning" if self.owner else "error", dialog=self.owner is None)
+            self.changed()
             return False
         if self.session.store is None and not self._open_example():
             return False
@@ -273,8 +278,9 @@ class RunControl:
         if not known:
             self.status.show_count(0, None)
             return
-        # the same count as the targets table and the tree (gui.counts): the budget's candidates
-        self.status.show_count(store.candidates_done(pid), self.session.budget() or self.bar.budget())
+        # the same count, from the same index, as the targets table and the tree (gui.counts)
+        self.status.show_count(count(self.session.nodes().values()).candidates,
+                               self.session.budget() or self.bar.budget())
 
     def _finished(self, f: ev.Finished) -> None:
         self.session.refresh()

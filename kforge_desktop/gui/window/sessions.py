@@ -211,7 +211,12 @@ class Sessions:
     def new_session_path(self, stem: str) -> Path:
         d = paths.sessions_dir()
         d.mkdir(parents=True, exist_ok=True)
-        return d / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}{SESSION_SUFFIX}"
+        base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        path, n = d / f"{base}{SESSION_SUFFIX}", 1
+        while path.exists():  # two sessions within a second: never add to the other's file
+            n += 1
+            path = d / f"{base}-{n}{SESSION_SUFFIX}"
+        return path
 
     def new_session_dialog(self) -> None:
         start = str(paths.RESOURCES / "problems")

@@ -37,7 +37,8 @@ class CandidatesWidget(QWidget):
         fm = self.table.fontMetrics()
         for col, sample in enumerate(("#0000", "model · whole kernel", "correct, no measured win", "00.000×",
                                       "000.00", "000.00", "device", "cuda on host", "00.0")):
-            h.resizeSection(col, fm.horizontalAdvance(sample) + 28)
+            title = self.model.COLUMNS[col]
+            h.resizeSection(col, max(fm.horizontalAdvance(sample), fm.horizontalAdvance(title) + 14) + 24)
         h.setStretchLastSection(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)

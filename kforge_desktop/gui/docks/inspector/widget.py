@@ -90,7 +90,7 @@ def verdict_rows(node: NodeRecord, running: bool = True) -> list[tuple[str, str]
     if v.time_basis:
         rows.append(("times are", BASIS.get(v.time_basis, v.time_basis)))
     if v.latency_ms is not None:
-        rows.append(("candidate (median)", _timing(v.latency_ms, v.latency_iqr_ms, v.call_ms)))
+        rows.append(("latency (median)", _timing(v.latency_ms, v.latency_iqr_ms, v.call_ms)))
     if v.baseline_ms is not None:
         rows.append(("eager (median)", _timing(v.baseline_ms, v.baseline_iqr_ms, v.baseline_call_ms)))
     if v.compile_baseline_ms is not None:

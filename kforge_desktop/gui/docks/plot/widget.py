@@ -117,7 +117,13 @@ class PlotWidget(QWidget):
         """Show every point, the eager line and the torch.compile line, with room for their labels."""
         self._manual = False
         self._fit_y()
-        self.plot.getViewBox().enableAutoRange(axis="x")
+        self._fit_x()
+
+    def _fit_x(self) -> None:
+        if self.data.count:
+            self.plot.getViewBox().enableAutoRange(axis="x")
+        else:  # nothing to fit to: the first few kernels, not the last session's range
+            self.plot.setXRange(0, 5 if self.x_mode.currentData() == "candidates" else 10, padding=0.02)
 
     def _fit_y(self) -> None:
         d = self.data
@@ -149,14 +155,14 @@ class PlotWidget(QWidget):
             sp.setData(x=xs, y=ys, data=ids)
         self.best_curve.setData(d.best_x, d.best_y)
         if d.compile_speedup:
+            self.compile_line.setVisible(True)  # first: a hidden line's label ignores a new format
             self.compile_line.setPos(d.compile_speedup)
             of = f"median of {d.compile_readings}" if d.compile_readings > 1 else "one reading"
             self.compile_line.label.setFormat(f"torch.compile {d.compile_speedup:.2f}× ({of})")
-            self.compile_line.setVisible(True)
         else:
             self.compile_line.setVisible(False)
-        basis = {"device": " (device time)", "wall": " (wall time)"}.get(d.time_basis, "")
-        self.plot.setLabel("left", f"speedup over eager{basis} (×)")
+        basis = {"device": ", device time", "wall": ", wall time"}.get(d.time_basis, "")
+        self.plot.setLabel("left", f"× over eager{basis}")
         best_color = self.theme.plot_colors()["best"]
         seeds = d.count - d.candidates
         what = f"{d.candidates} candidates" + (f" · {seeds} seed{'s' if seeds != 1 else ''}" if seeds else "")
@@ -166,7 +172,7 @@ class PlotWidget(QWidget):
         )
         if not self._manual:
             self._fit_y()
-            self.plot.getViewBox().enableAutoRange(axis="x")
+            self._fit_x()
         self._mark_selected(self.session.selected_id)
 
     def _mark_selected(self, node_id) -> None:

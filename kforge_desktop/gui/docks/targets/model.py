@@ -94,6 +94,14 @@ def target_rows(store, nodes_for: Callable[[int], list] | None = None,
     return rows
 
 
+STATUS_TIPS = {
+    "interrupted": "The session says a search runs, but no process has it open (it was killed): Start resumes it.",
+    "running elsewhere": "Another process (kforge optimize, another window) is searching this target; "
+                         "Start is off here.",
+    "paused elsewhere": "Another process holds a paused search of this target; Start is off here.",
+}
+
+
 def _best_text(r: TargetRow) -> str:
     if not r.best_speedup:
         return "—"
@@ -149,7 +157,9 @@ class TargetsModel(QAbstractTableModel):
                 "best": _best_text(r),
                 "chosen": r.chosen,
             }[key]
-        if role == Qt.ItemDataRole.ToolTipRole and key in ("op", "module", "shapes", "status"):
+        if role == Qt.ItemDataRole.ToolTipRole and key == "status":
+            return STATUS_TIPS.get(r.status.split(" (")[0], r.status)
+        if role == Qt.ItemDataRole.ToolTipRole and key in ("op", "module", "shapes"):
             return self.data(index)
         if role == Qt.ItemDataRole.ToolTipRole and key == "best" and r.best_speedup:
             basis = f" ({r.time_basis} time)" if r.time_basis else ""
