@@ -315,6 +315,7 @@ class SearchEngine:
             self._answer(slot)
 
     def _finish_node(self, node_id: int, verdict: Verdict) -> None:
+        verdict = retiming.baseline_moved(self.store, self.problem_id, verdict)
         r = reward(verdict)
         self.store.record_verdict(node_id, verdict, r)
         tree = self._tree()

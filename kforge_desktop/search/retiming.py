@@ -97,3 +97,25 @@ def retime_best(store: SessionStore, problem_id: int, problem: Problem, evaluato
         done.append(node.id)
     log("re-timed the best nodes together: " + "; ".join(lines), "info")
     return done
+
+
+MOVED = 1.5  # eager this many times slower or faster than in the rest of the session: it moved
+
+
+def baseline_moved(store: SessionStore, problem_id: int, verdict: Verdict) -> Verdict:
+    """The verdict, flagged as disturbed when its eager run took a very different time from the
+    eager runs of the session's other verdicts on the same device (the machine changed under the
+    measurement: the speedup compares two different moments). Such a node is re-timed at the end."""
+    if verdict.status != "ok" or not verdict.baseline_ms or verdict.disturbed:
+        return verdict
+    others = sorted(n.verdict.baseline_ms for n in store.nodes(problem_id, with_source=False)
+                    if n.verdict is not None and n.verdict.baseline_ms and n.verdict.device == verdict.device
+                    and n.verdict.status == "ok")
+    if len(others) < 2:
+        return verdict
+    usual = others[len(others) // 2]
+    ratio = verdict.baseline_ms / usual
+    if 1 / MOVED <= ratio <= MOVED:
+        return verdict
+    return replace(verdict, disturbed=f"eager took {verdict.baseline_ms:.4f} ms here against {usual:.4f} ms in the "
+                                      "rest of the session: the machine changed under the measurement")
