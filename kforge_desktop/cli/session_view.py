@@ -136,7 +136,7 @@ def summary_table(store, problem_id: int, reason: str) -> str:
         out.append("no correct candidate was found.")
     chosen = store.chosen_node(problem_id)
     if chosen:
-        out.append(f"chosen: node #{chosen.id}{' (pinned)' if chosen.pinned else ''}")
+        out.append("chosen: " + chosen_sentence(chosen, rows))
     out.append(f"model: {prod.summary()}")
     if prod.suggestion:
         out.append(f"hint: {prod.suggestion}")
@@ -145,6 +145,32 @@ def summary_table(store, problem_id: int, reason: str) -> str:
         out.append(f"time: LLM {split.llm_s:.0f}s ({tps} tok/s), build {split.build_s:.0f}s, verify "
                    f"{split.verify_s:.0f}s, timing {split.time_s:.0f}s")
     return "\n".join(out)
+
+
+def chosen_sentence(chosen, rows) -> str:
+    """The closing line a newcomer reads first: which kernel won, by how much, and who wrote it."""
+    v = chosen.verdict
+    who = {"seed": "a bundled starting kernel (the model did not write it)", "llm": "written by the model",
+           "user": "your hand-edited kernel"}.get(chosen.origin, chosen.origin)
+    head = f"node #{chosen.id}{' (pinned)' if chosen.pinned else ''}, {who}"
+    if v is None or v.speedup is None:
+        return head
+    basis = f" in {v.time_basis} time" if v.time_basis else ""
+    if not v.significant:
+        gain = f"{v.speedup:.2f}x against eager{basis}: no measured gain (within the noise)"
+    else:
+        gain = f"{v.speedup:.2f}x {'faster' if v.speedup >= 1 else 'slower'} than eager{basis}"
+    if v.speedup_compile:
+        gain += f", {v.speedup_compile:.2f}x against torch.compile"
+    if v.retimed:
+        gain += f" (re-timed with the best {v.retimed} together)"
+    line = f"{head}: {gain}"
+    made = [n for n in rows if n.origin == "llm"]
+    if chosen.origin == "seed" and made:
+        line += f"; the model's best, #{made[0].id}, reached {made[0].speedup:.2f}x"
+    elif chosen.origin == "seed":
+        line += "; none of the model's candidates was correct and faster"
+    return line
 
 
 def summary_json(store, problem_id: int, reason: str) -> dict:

@@ -50,6 +50,7 @@ def retimed_verdict(old: Verdict, mine: dict, eager: dict, comp: dict | None, to
         noise=max(cand.rel_spread, base.rel_spread), significant=significant(cand, base),
         disturbed="the re-timing itself sat on scheduler slices" if mine.get("quantized") else "",
         host_saving_ms=None, retimed=together,
+        time_basis="device" if str(old.device).startswith("cuda") else "wall",
     )
     if comp is not None:
         fields.update(compile_baseline_ms=comp["median_ms"], compile_iqr_ms=comp["iqr_ms"],
