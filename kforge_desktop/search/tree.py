@@ -196,7 +196,7 @@ class Tree:
               and (self.nodes[i].pinned or not (self.nodes[i].verdict.delegates or self.nodes[i].verdict.disturbed))]
         if not ok:
             return None
-        return max(ok, key=lambda n: (n.verdict.retimed > 0, n.speedup, -n.id))
+        return max(ok, key=lambda n: (n.verdict.retimed > 0, n.verdict.is_win, n.speedup, -n.id))
 
 
 def backprop(tree: Tree, node_id: int, value: float) -> list[tuple[int, int, float]]:

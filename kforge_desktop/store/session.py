@@ -387,7 +387,10 @@ class SessionStore:
             "AND coalesce(json_extract(v.json, '$.disturbed'), '') = ''",
             (problem_id,),
             # a re-timing decides: its nodes were measured together, the others alone
-            order="coalesce(json_extract(v.json, '$.retimed'), 0) > 0 DESC, v.speedup DESC, n.id ASC LIMIT 1",
+            # then a measured win (faster beyond the noise) before a figure within the noise
+            order="coalesce(json_extract(v.json, '$.retimed'), 0) > 0 DESC, "
+                  "(coalesce(json_extract(v.json, '$.significant'), 0) AND v.speedup > 1) DESC, "
+                  "v.speedup DESC, n.id ASC LIMIT 1",
         )
         return rows[0] if rows else None
 

@@ -163,7 +163,8 @@ class TargetsModel(QAbstractTableModel):
             return self.data(index)
         if role == Qt.ItemDataRole.ToolTipRole and key == "best" and r.best_speedup:
             basis = f" ({r.time_basis} time)" if r.time_basis else ""
-            return f"{r.best_speedup:.3f}× over eager; {r.best_ms:.4g} ms per call{basis}"
+            ms = f"; {r.best_ms:.4g} ms per call{basis}" if r.best_ms is not None else ""
+            return f"{r.best_speedup:.3f}× over eager{ms}"
         if role == Qt.ItemDataRole.ToolTipRole and key == "candidates":
             return ("kernels written by the model or by hand that were judged (what the budget counts); "
                     "seeds and the reference are not candidates")
