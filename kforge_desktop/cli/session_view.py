@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from ..kernels.verdict import how_fast
+
 
 class ProgressLine:
     """One self-rewriting line on stderr: candidates, best speedup, tokens/s, phase; logs above it."""
@@ -159,7 +161,7 @@ def chosen_sentence(chosen, rows) -> str:
     if not v.significant:
         gain = f"{v.speedup:.2f}x against eager{basis}: no measured gain (within the noise)"
     else:
-        gain = f"{v.speedup:.2f}x {'faster' if v.speedup >= 1 else 'slower'} than eager{basis}"
+        gain = f"{how_fast(v.speedup)} than eager{basis}"
     if v.speedup_compile:
         gain += f", {v.speedup_compile:.2f}x against torch.compile"
     if v.retimed:

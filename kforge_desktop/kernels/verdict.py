@@ -134,6 +134,13 @@ def timing_fields(timings: dict) -> dict:
     return fields_
 
 
+def how_fast(speedup: float) -> str:
+    """"1.52x faster" or "3.33x slower (0.30x)": a slowdown said as a slowdown, not as "0.30x slower"."""
+    if speedup >= 1 or speedup <= 0:
+        return f"{speedup:.2f}x faster"
+    return f"{1 / speedup:.2f}x slower ({speedup:.2f}x)"
+
+
 def ok_reason(result: dict) -> str:
     """The one sentence of a correct candidate's verdict, from its timing fields."""
     sp = result["speedup"]
@@ -144,6 +151,6 @@ def ok_reason(result: dict) -> str:
         return (f"correct; same device time as eager; {result['host_saving_ms']:.3f} ms less per call "
                 "(host overhead, not a faster kernel)")
     if result["significant"]:
-        return f"correct; {sp:.2f}x {'faster' if sp >= 1 else 'slower'} than eager{basis}"
+        return f"correct; {how_fast(sp)} than eager{basis}"
     return f"correct; {sp:.2f}x against eager{basis}, within the measurement noise"
 
