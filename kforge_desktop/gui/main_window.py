@@ -120,6 +120,7 @@ class MainWindow(QMainWindow):
         on(a.example, self.open_example)
         on(a.close_session, self.close_session)
         on(a.export, lambda: self.tools.export_dialog())
+        on(a.retime, lambda: self.notice.reverify_chosen(self.bar.device(), self.controller.running, retime=True))
         on(a.preferences, lambda: self.tools.preferences_dialog())
         on(a.shortcuts, lambda: self.tools.shortcuts_dialog(self.actions()))
         on(a.candidates, self._show_candidates)
@@ -220,6 +221,7 @@ class MainWindow(QMainWindow):
         a.start.setText("&Resume" if running and paused else "&Start")
         a.start.setToolTip(blocked or "Start or continue the search (Ctrl+R)")
         a.export.setEnabled(has)
+        a.retime.setEnabled(has and not running and not blocked)
         if blocked:
             self.start_banner.show(blocked, with_action=self.sessions.broken is not None)
         else:

@@ -163,6 +163,9 @@ class Actions:
         self.start_all = A("actStartAll", "Search &all targets", "Ctrl+Shift+R",
                            "Search every target of a whole-model session in turn, each with its own budget")
         self.pause = A("actPause", "&Pause", "Ctrl+P", "Pause or resume the search")
+        self.retime = A("actRetime", "Re-&time the best nodes", None,
+                        "Time the best nodes of each problem again, together with the reference, in one "
+                        "worker with nothing else running; the chosen kernel is the fastest of that run")
         self.stop = A("actStop", "S&top", "Ctrl+.", "Stop the search (resume later)")
         self.llm = A("actLLM", "&Local model…", "Ctrl+M", "Choose the local model and its settings")
         self.fit = A("actFit", "&Fit tree", "F", "Fit the whole tree in view")
@@ -294,6 +297,7 @@ def build_menus(win: QMainWindow, actions: Actions, docks: Docks, strategy_box: 
     m = mb.addMenu("&Search")
     for a in (actions.start, actions.start_all, actions.pause, actions.stop):
         m.addAction(a)
+    m.addAction(actions.retime)
     m.addSeparator()
     strat = m.addMenu("S&trategy")
     group = QActionGroup(win)

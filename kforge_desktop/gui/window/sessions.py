@@ -159,17 +159,19 @@ class MachineNotice:
     def hide(self) -> None:
         self.banner.hide()
 
-    def reverify_chosen(self, device: str, searching: bool) -> None:
-        """Re-check and re-time the chosen kernel of every problem on this machine."""
+    def reverify_chosen(self, device: str, searching: bool, retime: bool = False) -> None:
+        """Re-check and re-time the chosen kernel of every problem on this machine; with ``retime``,
+        re-time the best nodes of every problem together instead (the choice is made from that)."""
         from ..reverify import Reverifier
 
         if self.session.store is None:
             return
         if searching:
-            self._report("Stop the search before re-verifying its kernels.", level="warning")
+            what = "re-timing" if retime else "re-verifying"
+            self._report(f"Stop the search before {what} its kernels.", level="warning")
             return
         self.banner.action.setEnabled(False)
-        self._reverifier = Reverifier(self._parent, self.session.store.path, device)
+        self._reverifier = Reverifier(self._parent, self.session.store.path, device, retime=retime)
         self._reverifier.done.connect(self._reverified)
         self._reverifier.message.connect(lambda m: self._status.message(m))
         self._reverifier.start()
