@@ -10,6 +10,7 @@ Why it looks like this:
   evaluates them again; an LLM answer that was not yet stored is simply asked for again.
 - Plain data: opening a session reads rows; it never imports or runs a candidate, and nothing is
   pickled (verdicts, configs and RNG states are JSON).
+- One job over 500 lines: every query of the session file is here, so the schema has one reader.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 toolbar with the search choices, the menus, the notice banner and the status bar.
 
 It builds widgets and shows what it is told. What an action does is connected by the main window;
-what the widgets say is decided by ``sessions`` and ``run_control``.
+what the widgets say is decided by ``sessions`` and ``run_control``. One job, a little over 500
+lines: splitting the widgets of one window frame apart would scatter what a newcomer looks for
+together (which action, which shortcut, which menu).
 """
 
 from __future__ import annotations
