@@ -39,7 +39,7 @@ def run_retime(runner, task: RetimeTask) -> dict:
 
     import torch
 
-    from .candidate import CandidateError, load_candidate_module
+    from .candidate import load_candidate_module
     from .timing import time_interleaved
     from .verify import compare
     from .worker import RESERVED_SEED, _clone, _copy_matching_state
@@ -61,7 +61,7 @@ def run_retime(runner, task: RetimeTask) -> dict:
             _copy_matching_state(ref_model, model)
             model = model.to(device).eval()
             cmp = compare(model(*[_clone(x) for x in inputs]), expected, getattr(ref_mod, "tolerance", None))
-        except (CandidateError, Exception) as err:  # noqa: B014 - both: the candidate is untrusted
+        except Exception as err:  # the candidate is untrusted: whatever it raises is its failure
             failed[str(i)] = f"{type(err).__name__}: {err}"
             continue
         if not cmp.ok:

@@ -103,12 +103,11 @@ class Verdict:
         return f"{self.status}: {self.reason}"
 
 
-def timing_fields(timings: dict) -> dict:
+def timing_fields(timings: dict, cuda: bool) -> dict:
     """Verdict fields from ``time_interleaved``'s result (contenders: candidate, eager, compile)."""
     from .timing import host_only_gain, significant
 
     cand, eager = timings["candidate"], timings["eager"]
-    cuda = cand.device.samples_ms != cand.latency.samples_ms
     fields_ = dict(
         time_basis="device" if cuda else "wall",
         latency_ms=cand.device.median_ms, latency_iqr_ms=cand.device.iqr_ms,

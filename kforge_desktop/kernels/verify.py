@@ -8,6 +8,7 @@ relative L2 error is 10-100x above what fp32 reordering produces.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -190,6 +191,7 @@ def poisoned_cpu_allocations():
 _M_PERTURB = -6
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
     import ctypes
     import ctypes.util

@@ -310,7 +310,7 @@ class TaskRunner:
         buffers.clear()  # the timing inputs are not needed any more: free them before the rechecks
         sources.clear()
         result["time_s"] = time.perf_counter() - t0
-        result.update(timing_fields(timings))
+        result.update(timing_fields(timings, is_cuda))
 
         # 5. after timing: still right on fresh inputs? still no tampering?
         if late_failure:
