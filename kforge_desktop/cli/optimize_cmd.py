@@ -38,11 +38,15 @@ def register(sub) -> None:
     p.add_argument("--language", choices=("cpp", "cuda", "triton"), default=None,
                    help="kernel language (default: cuda on a GPU, cpp on the CPU)")
     p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--max-tokens", type=int, default=1024, help="longest answer per LLM call")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="longest answer per LLM call (default: 1024 for C++, 2048 for CUDA and Triton)")
     p.add_argument("--repair-rounds", type=int, default=1, help="follow-up calls that repair a failed candidate")
     p.add_argument("--no-scaffold", action="store_true", help="let the model write the whole ModelNew module")
     p.add_argument("--no-exemplars", action="store_true", help="no exemplar kernels in prompts")
     p.add_argument("--no-seeds", action="store_true", help="do not place exemplar kernels in the tree as seeds")
+    p.add_argument("--seeds-only", action="store_true",
+                   help="evaluate only the seeds (the exemplar kernels and, on a GPU, torch.compile's code) and "
+                        "use the best; no model is loaded (for a whole model: every target worth a search)")
     p.add_argument("--workers", type=int, default=None, help="evaluation worker processes (per device)")
     _scale_args(p)
     p.add_argument("--json", action="store_true", help="print the best verdict and the session path as JSON")
@@ -74,7 +78,7 @@ def register(sub) -> None:
     _llm_args(m)
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--temperature", type=float, default=0.7)
-    m.add_argument("--max-tokens", type=int, default=1024)
+    m.add_argument("--max-tokens", type=int, default=None, help="default: 1024 for C++, 2048 for CUDA and Triton")
     m.add_argument("--no-scaffold", action="store_true")
     m.add_argument("--no-exemplars", action="store_true")
     m.set_defaults(func=cmd_sample)
@@ -165,9 +169,11 @@ def _runner(args, devices: list[str] | None = None):
     ray = ray_address(getattr(args, "ray", None))
     if ray:
         _check_ray()
+    seeds_only = getattr(args, "seeds_only", False)  # nothing asks the model: it is never loaded
     runner = SearchRunner(_model_choice(args), workers=args.workers, devices=devices, ray=ray,
-                          say=lambda m: print(m, file=sys.stderr))
-    _open_model(runner.open_model)
+                          lazy_model=seeds_only, say=lambda m: print(m, file=sys.stderr))
+    if not seeds_only:
+        _open_model(runner.open_model)
     return runner
 
 
@@ -232,7 +238,9 @@ def _run_engine(engine, progress: ProgressLine):
 
 
 def cmd_optimize(args) -> int:
-    from ..search.config import SearchConfig
+    import dataclasses
+
+    from ..search.config import SearchConfig, answer_tokens
 
     path = Path(args.problem)
     if not path.exists():
@@ -244,12 +252,17 @@ def cmd_optimize(args) -> int:
         raise UserError("--budget must be zero or more.")
     if args.inflight is not None and args.inflight < 1:
         raise UserError("--inflight must be 1 or more.")
+    if args.seeds_only and args.no_seeds:
+        raise UserError("--seeds-only and --no-seeds leave nothing to evaluate; give one of them.")
     config = SearchConfig(
         strategy=args.strategy, budget_candidates=args.budget, budget_minutes=args.minutes, seed=args.seed,
-        device=device, language=args.language or "", temperature=args.temperature, max_tokens=args.max_tokens,
+        device=device, language=args.language or "", temperature=args.temperature,
+        max_tokens=args.max_tokens or answer_tokens(args.language or ("cuda" if device.startswith("cuda") else "cpp")),
         repair_rounds=args.repair_rounds, scaffold=not args.no_scaffold, exemplars=not args.no_exemplars,
         seeds=not args.no_seeds, inflight=args.inflight,
     )
+    if args.seeds_only:
+        config = dataclasses.replace(config, budget_candidates=0)
     if _is_model_file(path):
         return _optimize_model(path, config, args, devices)
     problem = _problem(str(path))
@@ -282,7 +295,7 @@ def _is_model_file(path: Path) -> bool:
 
 def _optimize_model(path: Path, config, args, devices: list[str] | None = None) -> int:
     from ..kernels.ray_pool import ray_address
-    from ..modelopt.optimize import optimize_model
+    from ..modelopt.optimize import ModelOptOptions, optimize_model
 
     ray = ray_address(getattr(args, "ray", None))
     if ray:
@@ -290,7 +303,8 @@ def _optimize_model(path: Path, config, args, devices: list[str] | None = None) 
     progress = ProgressLine(quiet=args.json)
     try:
         result = optimize_model(path, config, session_path=args.session, llm=args.llm, server=args.server,
-                                listener=progress, devices=devices, ray=ray)
+                                listener=progress, devices=devices, ray=ray,
+                                options=ModelOptOptions(seeds_only=args.seeds_only))
     except Exception as err:
         name = type(err).__name__
         if name.endswith(("Error", "NotFound")) and len(str(err)) < 400 and not args.debug:
@@ -407,6 +421,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_sample(args) -> int:
+    from ..search.config import answer_tokens
     from ..search.sampling import sample_candidates
 
     if args.n < 1:
@@ -421,7 +436,8 @@ def cmd_sample(args) -> int:
     written = 0
     try:
         for i, sample in enumerate(sample_candidates(problem, generator, args.n, target=args.target, seed=args.seed,
-                                                     temperature=args.temperature, max_tokens=args.max_tokens,
+                                                     temperature=args.temperature,
+                                                     max_tokens=args.max_tokens or answer_tokens(args.target),
                                                      scaffold=not args.no_scaffold,
                                                      exemplars=not args.no_exemplars)):
             if sample.source:

@@ -21,6 +21,7 @@ from .profile import ModelProfile
 from .session import META_KEY, SESSION_SUFFIX, chosen_kernels, create_model_session
 
 RESULT_KEY = "modelopt_result"
+SEEDS_ONLY_NOMINAL = 1000  # the budget a seeds-only run allocates with: it funds every target worth a search
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class ModelOptOptions:
     bench: bool = True  # end-to-end benchmark after integration
     bench_runs: int = 20
     bench_compile: bool = True  # include torch.compile(original) in the benchmark
+    # evaluate only each target's seeds (exemplar kernels, torch.compile's code on a GPU): every target
+    # worth a search gets one, the model is never loaded
+    seeds_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,10 @@ def optimize_model(model_path: str | Path, config=None, *, session_path: str | P
         emit(ev.Log(level, msg))
 
     session_path = Path(session_path) if session_path else default_session_path(Path(model_path).stem)
-    session = create_model_session(model_path, session_path, config, total_budget=config.budget_candidates or 0,
+    # seeds only: the allocation still decides which targets are worth a search (a nominal budget funds
+    # them all), and each search evaluates its seeds and stops
+    total_budget = SEEDS_ONLY_NOMINAL if options.seeds_only else config.budget_candidates or 0
+    session = create_model_session(model_path, session_path, config, total_budget=total_budget,
                                    compare_compile=options.compare_compile, min_share=options.min_share,
                                    floor_ratio=options.floor_ratio, max_targets=options.max_targets,
                                    only=options.only, progress=say)
@@ -103,23 +110,31 @@ def optimize_model(model_path: str | Path, config=None, *, session_path: str | P
     total = sum(a.budget for a in session.allocations) or 1
     to_search = [a for a in sorted(session.allocations, key=lambda a: -a.weight)
                  if a.budget > 0 and a.target in session.problem_ids]
+    if options.seeds_only:  # no LLM candidates anywhere: the report's budgets say so
+        session.allocations = [dataclasses.replace(a, budget=0, reason=f"seeds only; {a.reason}") if a.budget else a
+                               for a in session.allocations]
 
     # one model for every target's search; one evaluator (or one per GPU, side by side)
     jobs, allocation = [], {}
     for a in to_search:
         minutes = config.budget_minutes * a.budget / total if config.budget_minutes else None
         pid = session.problem_ids[a.target]
-        jobs.append((pid, dataclasses.replace(config, budget_candidates=a.budget, budget_minutes=minutes)))
+        budget = 0 if options.seeds_only else a.budget
+        jobs.append((pid, dataclasses.replace(config, budget_candidates=budget, budget_minutes=minutes)))
         allocation[pid] = a
     with SearchRunner(ModelChoice(path=str(llm) if llm else None, server_url=server), generator=generator,
-                      evaluator=evaluator, devices=devices, ray=ray, say=say) as runner:
+                      evaluator=evaluator, devices=devices, ray=ray, lazy_model=options.seeds_only,
+                      say=say) as runner:
         gpus = runner.side_by_side()
         if gpus:
             say(f"searching {len(jobs)} targets side by side on {', '.join(gpus)}")
 
         def starting(pid: int) -> None:
             a = allocation[pid]
-            say(f"searching {a.target}: {a.budget} candidates ({a.reason})")
+            if options.seeds_only:
+                say(f"evaluating the seeds of {a.target} ({a.reason})")
+            else:
+                say(f"searching {a.target}: {a.budget} candidates ({a.reason})")
 
         runner.run_side_by_side(store, jobs, listener, before=starting)
 

@@ -197,8 +197,11 @@ def write_problem(target: Target, cut: Cut, capture: Capture, folder: str | Path
     model = module.Model()
     with torch.no_grad():
         expected = capture.outputs.get(sigs[0])
-        got = model(*module.get_replay_inputs()[0])
-        if expected is not None and isinstance(got, torch.Tensor) and not _close(got, expected.cpu()):
+        # on the device the output was captured on: a GPU's convolution (TF32 by default) is not the CPU's
+        device = expected.device if isinstance(expected, torch.Tensor) else torch.device("cpu")
+        got = model.to(device)(*[t.to(device) if isinstance(t, torch.Tensor) else t
+                                 for t in module.get_replay_inputs()[0]])
+        if expected is not None and isinstance(got, torch.Tensor) and not _close(got.cpu(), expected.cpu()):
             raise TargetProblemError(
                 f"The problem written for {target.name} does not reproduce the model's output on the captured inputs."
             )

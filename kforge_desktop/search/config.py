@@ -6,6 +6,14 @@ from dataclasses import asdict, dataclass, fields
 
 from .strategies import STRATEGIES
 
+# the longest answer per LLM call by kernel language: a CUDA kernel (its launcher, vector loads, block
+# reductions) is about twice a C++ one, and a rewrite of a CUDA exemplar does not fit in 1024 tokens
+ANSWER_TOKENS = {"cpp": 1024, "cuda": 2048, "triton": 2048}
+
+
+def answer_tokens(language: str) -> int:
+    return ANSWER_TOKENS.get(language, 1024)
+
 
 @dataclass(frozen=True)
 class SearchConfig:

@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 # operators that only build a mask for a masked_fill / where (said with the mask)
 _MASK_PARTS = {"triu", "tril", "eq", "ne", "logical_not", "bitwise_not", "lt", "gt", "le", "ge", "arange"}
 # activations: an exemplar's that the problem does not apply is said to be left out
-_ACTIVATIONS = {"gelu", "gelu_tanh", "silu", "relu", "sigmoid", "tanh", "hardswish", "leaky_relu", "erf", "mish"}
-
-
 def _constants(scaffold: Scaffold, op: str) -> list[float]:
     return [v for o, v in scaffold.op_args if o == op and isinstance(v, float)]
 
@@ -121,7 +118,7 @@ def _number_in(value: float, code: str) -> bool:
 def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: str | None = None) -> list[str]:
     """What this problem computes otherwise than ``ex``: one sentence per difference (empty when the
     exemplar fits the problem and computes all of it)."""
-    from .exemplars import missing_ops, needs_met, op_name, output_fits, problem_ops
+    from .exemplars import extra_activations, missing_ops, needs_met, op_name, output_fits, problem_ops
 
     lang = language or scaffold.language
     f = partial_fit(ex, scaffold, source)
@@ -143,7 +140,7 @@ def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: st
         text = _op_sentence(op_name(op) if op.startswith("_") else op, scaffold, source, lang)
         if text not in out:
             out.append(text)
-    left_out = [o for o in dict.fromkeys(op_name(o) for o in ex.ops) if o in _ACTIVATIONS and o not in have]
+    left_out = extra_activations(ex, scaffold)
     if left_out:
         out.append(f"the example applies {', '.join(left_out)}; this model does not: leave that out")
     if not any(p == "scale" for _, p in ex.params()):  # constant factors the example does not have

@@ -140,6 +140,23 @@ def missing_ops(ex: Exemplar, scaffold: Scaffold) -> list[str]:
     return out
 
 
+ACTIVATIONS = {"gelu", "gelu_tanh", "silu", "relu", "sigmoid", "tanh", "hardswish", "leaky_relu", "erf", "mish"}
+# what an activation is made of (an exemplar lists the parts it computes among its ops)
+ACTIVATION_PARTS = {"silu": ("sigmoid",), "gelu": ("erf", "tanh", "gelu_tanh"), "gelu_tanh": ("tanh", "gelu"),
+                    "mish": ("tanh", "softplus")}
+
+
+def extra_activations(ex: Exemplar, scaffold: Scaffold) -> list[str]:
+    """The activations the exemplar applies that the problem does not (a GroupNorm+SiLU kernel for a
+    plain GroupNorm, a bias+GELU kernel for an add): such an exemplar computes something else."""
+    if not ex.ops or not scaffold.aten_ops:
+        return []
+    have = {op_name(op) for op in problem_ops(scaffold)}
+    parts = {part for h in have for part in ACTIVATION_PARTS.get(h, ())}  # silu's sigmoid is no extra
+    return [o for o in dict.fromkeys(op_name(o) for o in ex.ops) if o in ACTIVATIONS and o not in have | parts
+            and not have & set(ACTIVATION_PARTS.get(o, ()))]  # a GELU written out with tanh is a GELU
+
+
 # -- retrieval ---------------------------------------------------------------------------------------
 
 
@@ -252,15 +269,16 @@ def output_fits(ex: Exemplar, scaffold: Scaffold) -> bool:
 def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: float = 3.0,
                    memory: bool = True) -> list[tuple[Exemplar, str]]:
     """Exemplars to place in the tree as seeds: those that adapt exactly, clearly match, meet their
-    family's ``needs`` and compute every operator of the problem, or all but an elementwise epilogue
-    at the end (that seed is incomplete on purpose: its repair asks the model to add exactly that).
+    family's ``needs``, apply no activation the problem lacks, and compute every operator of the
+    problem, or all but an elementwise epilogue at the end (that seed is incomplete on purpose: its repair asks the model to add exactly that).
     An exemplar that leaves out anything else is no seed: it would be a wrong first node, and on
     targets whose output is smaller than their input, such as pooling, it would write out of bounds.
 
     ``limit`` counts our exemplars; the best fitting kernel of the user's memory comes as well."""
     fitting = [(ex, code) for score, ex, code in rank(scaffold, source, memory=memory)
                if code is not None and score >= min_score and output_fits(ex, scaffold) and needs_met(ex, scaffold)
-               and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))]
+               and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))
+               and not extra_activations(ex, scaffold)]
     ours = [(ex, code) for ex, code in fitting if ex.origin != "memory"][:limit]
     remembered = [(ex, code) for ex, code in fitting if ex.origin == "memory" and not missing_ops(ex, scaffold)][:1]
     return remembered + ours

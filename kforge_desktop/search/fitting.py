@@ -114,6 +114,8 @@ def problem_constant(name: str, scaffold: Scaffold, source: str = "") -> float |
         if not values and source:
             found = forward_constant(source)
             return found
+    elif name == "num_groups":  # recorded from the norm's call (scaffold.INT_SETTINGS)
+        values = {v for op, v in scaffold.op_args if op == name and isinstance(v, int)}
     elif name == "scale":
         for op, v in scaffold.op_args:
             if not isinstance(v, float) or v in (0.0, 1.0) or v != v or abs(v) == float("inf"):
@@ -171,7 +173,7 @@ def partial_fit(ex: Exemplar, scaffold: Scaffold, source: str = "") -> Fit | Non
     for ctype, name in ex_params:
         if name in mapping:
             continue
-        if ctype in ("float", "double"):
+        if ctype in ("float", "double") or name == "num_groups":
             value = problem_constant(name, scaffold, source)
             if value is not None:
                 constants[name] = value
@@ -212,7 +214,15 @@ def argument_map(ex: Exemplar, scaffold: Scaffold, source: str = "") -> dict[str
     return out
 
 
+def _const_type(ctype: str) -> str:
+    """The C type a constant standing in for a scalar parameter is declared with."""
+    base = _base_type(ctype).replace("const ", "")
+    return base if base in ("int", "int64_t", "long", "int32_t", "double") else "float"
+
+
 def _literal(value: float) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     text = repr(float(value))
     return (text if ("e" in text or "." in text) else text + ".0") + "f"
 
@@ -298,5 +308,5 @@ def adapt(ex: Exemplar, scaffold: Scaffold, source: str = "") -> str | None:
             return None  # a problem argument named like one of the exemplar's locals
         pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(k) for k in renames) + r")\b")
         inner = pattern.sub(lambda mm: renames[mm.group(1)], inner)
-    decls = "".join(f"\n    const float {k} = {_literal(v)};  // {why}" for k, (v, why) in declared.items())
+    decls = "".join(f"\n    const {_const_type(ptypes[k])} {k} = {_literal(v)};  // {why}" for k, (v, why) in declared.items())
     return head + scaffold.signature() + " {" + decls + inner + rest

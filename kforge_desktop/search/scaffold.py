@@ -37,6 +37,11 @@ MODULE_SCALARS = {
 }
 NORM_TYPES = ("GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
               "InstanceNorm3d")
+# the ATen operators of those norms: a reference that calls them as functions has the same layout
+CHANNEL_OPS = ("native_group_norm", "group_norm", "native_batch_norm", "batch_norm", "instance_norm",
+               "cudnn_batch_norm", "native_batch_norm_legit_no_training")
+# integer arguments worth recording (an op's settings, not its sizes): op -> {position: what it is}
+INT_SETTINGS = {"native_group_norm": {6: "num_groups"}}
 
 PRELUDE = {
     "cpp": "#include <cmath>\n#include <cstdint>\n#include <cstddef>\n#include <algorithm>\n#include <limits>\n",
@@ -279,7 +284,7 @@ def build_scaffold(problem: Problem, language: str = "cpp") -> Scaffold:
         args.append(KernelArg(oname, f"{_ctype(o.dtype, language)}*", oname, "output",
                               f"output to write, {_dtype_name(o.dtype)} {list(o.shape)}, contiguous row-major"))
 
-    layout = _layout(model, primary)
+    layout = _layout(model, primary, aten_ops, [v for _n, v in tensors[1:]])
     p = primary_name
     if layout == "channels":
         args += [
@@ -324,6 +329,9 @@ class _ArgRecorder(OpRecorder):
         for a in list(args) + list((kwargs or {}).values()):
             if isinstance(a, float) or (isinstance(a, str) and name.lstrip("_") not in PLUMBING):
                 self.args.append((name.lstrip("_"), a))
+        for i, what in INT_SETTINGS.get(name.lstrip("_"), {}).items():  # e.g. the group count, as ("num_groups", 8)
+            if i < len(args) and isinstance(args[i], int) and not isinstance(args[i], bool):
+                self.args.append((what, args[i]))
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
@@ -351,15 +359,20 @@ def _shape_expr(shape: torch.Size, name: str, primary: torch.Size) -> str:
     return repr(tuple(int(d) for d in shape))
 
 
-def _layout(model: torch.nn.Module, primary: torch.Tensor) -> str:
+def _layout(model: torch.nn.Module, primary: torch.Tensor, aten_ops: tuple[str, ...] = (),
+            other_inputs: list[torch.Tensor] | tuple = ()) -> str:
+    """"channels" (batch, channels, spatial) for a channel-wise reference: a norm module, a norm's ATen
+    operator called as a function, or a per-channel parameter or input; else "rows"."""
     if primary.dim() < 3:
         return "rows"
     for _, m in model.named_modules():
         if type(m).__name__ in NORM_TYPES:
             return "channels"
+    if any(op in CHANNEL_OPS for op in aten_ops):
+        return "channels"
     c = primary.shape[1]
     if c != primary.shape[-1]:
-        for _, p in list(model.named_parameters()) + list(model.named_buffers()):
+        for p in [p for _, p in list(model.named_parameters()) + list(model.named_buffers())] + list(other_inputs):
             if p.dim() == 1 and p.shape[0] == c:
                 return "channels"
     return "rows"

@@ -46,9 +46,9 @@ def test_side_stream_work_is_timed(verdicts):
     honest, hidden = verdicts["ok_rms_norm.py"], verdicts["side_stream.py"]
     assert honest.status == hidden.status == "ok"
     # 1 ms of work hidden on a side stream is counted (CUDA events on the timed stream alone would
-    # see only the launch overhead)
-    assert hidden.latency_ms > 0.5 and hidden.latency_ms > 10 * honest.latency_ms, (hidden.latency_ms,
-                                                                                    honest.latency_ms)
+    # see only the launch overhead): the same kernel plus the hidden spin costs most of that 1 ms more
+    assert hidden.latency_ms - honest.latency_ms > 0.5, (hidden.latency_ms, honest.latency_ms)
+    assert hidden.speedup < honest.speedup
 
 
 def test_illegal_access_then_a_normal_candidate(tmp_path):

@@ -46,3 +46,23 @@ def test_compiled_patched_model_runs_the_cuda_kernel(tmp_path):
     finally:
         torch._dynamo.reset()
         h.remove()
+
+
+def test_a_convolutions_problem_reproduces_the_model_on_the_gpu(tmp_path):
+    """A GPU convolution runs in TF32 by default: the target's problem is checked against the
+    captured output on the GPU it was captured on, so a conv target is searchable there."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from kforge_desktop.modelopt.loader import load_model_file
+    from kforge_desktop.modelopt.problems import write_problem
+    from kforge_desktop.modelopt.profile import profile_model
+    from kforge_desktop.paths import RESOURCES
+
+    assert torch.backends.cudnn.allow_tf32  # what a user has unless they turn it off
+    mf = load_model_file(RESOURCES / "examples" / "diffusion_block.py", "cuda")
+    p = profile_model(mf.model, list(mf.inputs), "cuda", name=mf.name, runs=1)
+    convs = [t for t in p.profile.targets if t.kind == "conv"]
+    assert convs
+    for t in convs:
+        tp = write_problem(t, p.analysis.cuts[t.name], p.analysis.captures[t.name], tmp_path, mf.name)
+        assert tp.path.exists()

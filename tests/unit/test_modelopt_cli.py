@@ -32,3 +32,21 @@ def test_profile_errors_are_one_sentence(capsys, tmp_path):
     assert "get_inputs()" in err and "Traceback" not in err and err.count("\n") == 1
     assert kforge(["profile", str(EX / "llm_block.py"), "--device", "tpu"]) == 2
     assert "Unknown device" in capsys.readouterr().err
+
+
+def test_seeds_only_puts_the_exemplar_kernels_into_a_model_without_loading_any_model(capsys, tmp_path, monkeypatch):
+    """`kforge optimize MODEL --seeds-only` evaluates each worth-searching target's seeds (real
+    builds) and puts the verified ones back, with no LLM at all: here the default model path does not
+    even exist. The functional GroupNorm (+ SiLU) targets of the diffusion block get their exemplars."""
+    monkeypatch.setenv("KFORGE_MODEL", str(tmp_path / "no_such_model.gguf"))
+    session = tmp_path / "seeds.kforge"
+    assert kforge(["optimize", str(EX / "diffusion_block.py"), "--seeds-only", "--device", "cpu",
+                   "--session", str(session), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {t["op"]: t for t in data["targets"]}
+    norm = rows["norm (group_norm, silu)"]
+    assert norm["budget"] == 0 and norm["candidates"] == 0  # no LLM candidate anywhere
+    assert norm["best_speedup"] is not None and norm["chosen_node"] is not None
+    assert all(c["ok"] for c in data["checks"])
+    assert kforge(["optimize", str(EX / "diffusion_block.py"), "--seeds-only", "--no-seeds"]) == 2
+    assert "leave nothing to evaluate" in capsys.readouterr().err

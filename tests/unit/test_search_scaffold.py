@@ -562,3 +562,60 @@ def test_an_epsilon_written_as_a_literal_still_gets_the_exemplar_as_a_seed(build
     new = module.ModelNew(64)
     x = torch.randn(8, 64)
     assert torch.allclose(ref(x), new(x), atol=1e-5, rtol=1e-5)
+
+
+FUNCTIONAL_GROUP_NORM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, weight, bias):
+        return {body}
+
+def get_inputs():
+    return [torch.randn(2, 32, 5, 7), 1 + 0.1 * torch.randn(32), 0.1 * torch.randn(32)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("body,want", [
+    ("torch.nn.functional.group_norm(x, 8, weight, bias, 1e-05)", "group_norm"),
+    ("torch.nn.functional.silu(torch.nn.functional.group_norm(x, 8, weight, bias, 1e-05))", "group_norm_silu"),
+])
+def test_a_group_norm_a_model_calls_as_a_function_gets_its_own_exemplar_as_a_seed(body, want, build_cache):
+    """A whole-model target passes the norm's weight and bias as inputs and writes the group count and
+    eps as literals (``group_norm(x, 8, weight, bias, 1e-05)``). It still gets the (batch, channels,
+    spatial) layout, the group count as a constant, and the exemplar of exactly what it computes: never
+    GroupNorm + SiLU for a plain GroupNorm (that seed is wrong)."""
+    from kforge_desktop.problem.problem import Problem
+
+    src = FUNCTIONAL_GROUP_NORM.format(body=body)
+    problem = Problem(name=f"fn_{want}", source=src, path=None)
+    scaffold = build_scaffold(problem)
+    assert scaffold.layout == "channels"
+    seeds = seed_exemplars(scaffold, src, memory=False)
+    assert [ex.name for ex, _ in seeds] == [want]
+    code = seeds[0][1]
+    assert "const int64_t num_groups = 8;" in code and "const float eps = 1e-05f;" in code
+    ref, new = _outputs(problem, scaffold, code, f"seed_fn_{want}")
+    assert torch.allclose(ref, new, atol=1e-5, rtol=1e-4)
+
+
+def test_an_add_gets_no_bias_activation_exemplar_as_a_seed():
+    """A residual add once got the bias + GELU exemplar as its seed (it fits the signature): a wrong
+    first node. An exemplar that applies an activation the problem lacks is no seed."""
+    from kforge_desktop.problem.problem import Problem
+
+    src = FUNCTIONAL_GROUP_NORM.replace("def forward(self, x, weight, bias):\n        return {body}",
+                                        "def forward(self, x, y):\n        return x + y").replace(
+        "return [torch.randn(2, 32, 5, 7), 1 + 0.1 * torch.randn(32), 0.1 * torch.randn(32)]",
+        "return [torch.randn(64, 128), torch.randn(64, 128)]")
+    problem = Problem(name="add", source=src, path=None)
+    scaffold = build_scaffold(problem)
+    assert [ex.name for _score, ex, _code in rank(scaffold, src, memory=False)][:1] in (["bias_gelu_erf"], ["gelu_bias"])
+    assert seed_exemplars(scaffold, src, memory=False) == []
