@@ -44,6 +44,9 @@ def register(sub) -> None:
     p.add_argument("--no-scaffold", action="store_true", help="let the model write the whole ModelNew module")
     p.add_argument("--no-exemplars", action="store_true", help="no exemplar kernels in prompts")
     p.add_argument("--no-seeds", action="store_true", help="do not place exemplar kernels in the tree as seeds")
+    p.add_argument("--no-memory", action="store_true",
+                   help="leave the kernels your earlier sessions verified out of this search (as exemplars and "
+                        "seeds), and do not add this one's (see `kforge memory`)")
     p.add_argument("--seeds-only", action="store_true",
                    help="evaluate only the seeds (the exemplar kernels and, on a GPU, torch.compile's code) and "
                         "use the best; no model is loaded (for a whole model: every target worth a search)")
@@ -259,7 +262,7 @@ def cmd_optimize(args) -> int:
         device=device, language=args.language or "", temperature=args.temperature,
         max_tokens=args.max_tokens or answer_tokens(args.language or ("cuda" if device.startswith("cuda") else "cpp")),
         repair_rounds=args.repair_rounds, scaffold=not args.no_scaffold, exemplars=not args.no_exemplars,
-        seeds=not args.no_seeds, inflight=args.inflight,
+        seeds=not args.no_seeds, inflight=args.inflight, memory=not args.no_memory,
     )
     if args.seeds_only:
         config = dataclasses.replace(config, budget_candidates=0)

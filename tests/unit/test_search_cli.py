@@ -55,3 +55,28 @@ def test_show_prints_the_tree_the_best_path_and_the_pin(tmp_path):
     assert "1 LLM candidates" in text
     js = kforge("show", str(path), "--json")
     assert js.returncode == 0 and js.stdout.count("\n") == 3
+
+
+def test_seeds_only_evaluates_the_seeds_without_a_model_and_no_memory_is_kept_in_the_session(tmp_path):
+    """`kforge optimize PROBLEM --seeds-only --no-memory`: the exemplar seed is built, verified and timed,
+    no model is loaded (the default model path here does not exist), and the session records that the
+    kernel memory was left out (so a resume leaves it out too)."""
+    import os
+
+    session = tmp_path / "s.kforge"
+    env = {**os.environ, "KFORGE_MODEL": str(tmp_path / "absent.gguf")}
+    out = subprocess.run([sys.executable, "-m", "kforge_desktop.cli.main", "optimize",
+                          str(REPO / "resources" / "problems" / "rms_norm.py"), "--seeds-only", "--no-memory",
+                          "--device", "cpu", "--session", str(session)], cwd=REPO, capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "absent.gguf" not in out.stderr
+    store = SessionStore(session)
+    try:
+        pid = store.problems()[0].id
+        best = store.best_node(pid)
+        assert best is not None and best.origin == "seed" and best.verdict.status == "ok"
+        assert store.search_state(pid).config["memory"] is False
+        assert store.search_state(pid).config["budget_candidates"] == 0
+    finally:
+        store.close()

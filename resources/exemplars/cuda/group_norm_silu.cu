@@ -49,7 +49,8 @@ __device__ __forceinline__ float4 load4(const float* p, int64_t c, int64_t n, bo
                        c + 2 < n ? p[c + 2] : fill, c + 3 < n ? p[c + 3] : fill);
 }
 
-__device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
+// a fast divide: exact enough for a norm's output, and for v -> -inf it gives -0 as silu does
+__device__ __forceinline__ float silu(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
 
 // c / spatial without an integer division: a float estimate, corrected to the exact quotient
 __device__ __forceinline__ int channel_of(int c, int spatial, float inv_spatial) {
