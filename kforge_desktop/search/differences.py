@@ -110,6 +110,23 @@ def _op_sentence(op: str, scaffold: Scaffold, source: str, language: str) -> str
     return op
 
 
+def _fused_residual(name: str, scaffold: Scaffold, source: str) -> str | None:
+    """The sentence for an extra input the reference adds to the main one before anything else (a norm
+    after a residual add: ``norm(x + residual)``); None when ``name`` is no such input."""
+    import re
+
+    if not scaffold.forward_params or not scaffold.aten_ops or scaffold.aten_ops[0] != "add":
+        return None
+    x = scaffold.forward_params[0]
+    if name == x or scaffold.shapes.get(name) != scaffold.shapes.get(x):
+        return None
+    if not re.search(rf"\b{re.escape(x)}\s*\+\s*{re.escape(name)}\b|\b{re.escape(name)}\s*\+\s*{re.escape(x)}\b",
+                     source):
+        return None
+    return (f"the reference first adds `{name}` (same shape as `{x}`) to `{x}`: read v = {x}[i] + {name}[i] wherever "
+            "the example reads its input, and use v for everything after (the statistics and the output)")
+
+
 def _number_in(value: float, code: str) -> bool:
     text = f"{value:.6g}".rstrip("0").rstrip(".")
     return any(t in code for t in {text, f"{value!r}", f"{value:g}"})
@@ -155,6 +172,10 @@ def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: st
         for name in f.extra:
             if any(f"`{name}`" in line for line in out):
                 continue  # said already (the mask's tensor)
+            fused = _fused_residual(name, scaffold, source)
+            if fused:
+                out.append(fused)
+                continue
             out.append(f"this kernel also takes `{name}` ({docs.get(name, '')}); the example has no such argument: "
                        "use it as the reference does")
         for name in f.missing:

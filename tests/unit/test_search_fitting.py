@@ -196,3 +196,16 @@ def test_every_exemplar_header_parses():
             assert ex.ops and ex.params(), ex.path
             params = {n for _, n in ex.params()}
             assert {name for name, _ in ex.optional} <= params, ex.path
+
+
+def test_a_residual_added_before_the_norm_is_named_in_the_directive():
+    """``norm(h + skip)`` with no exemplar taking the second input: the directive says to read
+    h + skip wherever the example reads its input (it used to say only "also takes `skip`")."""
+    p = problem("res_rms", "        self.weight = nn.Parameter(torch.ones(64))",
+                "    def forward(self, h, skip):\n        s = h + skip\n"
+                "        return s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight",
+                "[torch.randn(8, 64), torch.randn(8, 64)]")
+    scaffold = build_scaffold(p)
+    notes = differences(exemplar_named("rms_norm", "cpp"), scaffold, p.source)
+    assert any("first adds `skip`" in n and "h[i] + skip[i]" in n for n in notes), notes
+    assert not any("also takes `skip`" in n for n in notes)
