@@ -273,7 +273,8 @@ def cmd_optimize(args) -> int:
     if session_path.exists():
         raise UserError(f"Session file {session_path} already exists; use `kforge resume {session_path}` to "
                         "continue it, or pick another --session.")
-    from ..search.setup import create_session
+    from ..kernels.ray_pool import ray_address
+    from ..search.setup import create_session, save_evaluation
     from ..store import SessionStore
 
     runner = _runner(args, devices)
@@ -281,6 +282,7 @@ def cmd_optimize(args) -> int:
         store = SessionStore(session_path)
         try:
             problem_id = create_session(store, problem, config)
+            save_evaluation(store, devices if len(devices) > 1 else [], ray_address(args.ray))
             if not args.json:
                 print(f"session: {session_path}", file=sys.stderr)
             return _search(runner, store, problem_id, config, args)
@@ -351,6 +353,7 @@ def cmd_resume(args) -> int:
     import dataclasses
 
     from ..search.config import SearchConfig
+    from ..search.setup import saved_evaluation
 
     store = _open_session(args.session)
     try:
@@ -374,6 +377,13 @@ def cmd_resume(args) -> int:
             budget_minutes=args.minutes if args.minutes is not None else config.budget_minutes,
             inflight=args.inflight if args.inflight is not None else config.inflight,
         )
+        if args.devices is None and args.ray is None:  # where the search was started, unless told otherwise
+            saved = saved_evaluation(store)
+            args.devices = ",".join(saved.get("devices") or []) or None
+            args.ray = saved.get("ray")
+            if (args.devices or args.ray) and not args.json:
+                print(f"evaluating on {args.devices or 'the Ray cluster at ' + args.ray} as when the search started "
+                      "(--devices or --ray to change)", file=sys.stderr)
         _device(config.device, remote=args.ray is not None)
         devices = [] if args.ray is not None else _devices(args, config.device)
         if devices and devices[0] != config.device:

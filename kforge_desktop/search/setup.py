@@ -126,6 +126,21 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
     return problem_id
 
 
+EVALUATION_KEY = "evaluation"  # session meta: where the search evaluates (--devices, --ray), for a resume
+
+
+def save_evaluation(store: SessionStore, devices: list[str] | None, ray: str | None) -> None:
+    """Remember the GPUs (or the Ray cluster) a search was started on, so that a resume uses them."""
+    if devices or ray:
+        store.set_meta(EVALUATION_KEY, {"devices": list(devices or []), "ray": ray})
+
+
+def saved_evaluation(store: SessionStore) -> dict:
+    """``{"devices": [...], "ray": address or None}`` as saved when the search started ({} when none)."""
+    saved = store.meta(EVALUATION_KEY)
+    return saved if isinstance(saved, dict) else {}
+
+
 def search_state(problem_id: int, config: SearchConfig, tally: Tally, status: str,
                  elapsed_s: float = 0.0) -> SearchState:
     """What the store keeps of a problem's search (``resume`` continues from it): the config and its

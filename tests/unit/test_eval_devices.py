@@ -98,3 +98,26 @@ def test_bad_device_lists_and_k_are_one_sentence_before_any_model_loads(capsys, 
         code = main(["optimize", problem, "--device", "cpu", "--session", str(tmp_path / "x.kforge"), *flags])
         err = capsys.readouterr().err.strip()
         assert code != 0 and words in err and "\n" not in err
+
+
+def test_a_resume_evaluates_where_the_search_started(capsys, tmp_path):
+    """A search started with --devices (or --ray) is resumed on the same ones unless told otherwise:
+    here a session started on two GPUs is resumed on a machine without them, and says so in one sentence."""
+    from kforge_desktop.cli.main import main
+    from kforge_desktop.search.setup import save_evaluation, saved_evaluation
+    from kforge_desktop.store import SessionStore
+
+    session = tmp_path / "s.kforge"
+    problem = str(REPO / "resources" / "problems" / "rms_norm.py")
+    assert main(["optimize", problem, "--seeds-only", "--device", "cpu", "--session", str(session), "--json"]) == 0
+    capsys.readouterr()
+    store = SessionStore(session)
+    try:
+        assert saved_evaluation(store) == {}  # one device: nothing to remember
+        save_evaluation(store, ["cuda:0", "cuda:1"], None)
+    finally:
+        store.close()
+    code = main(["resume", str(session)])
+    err = capsys.readouterr().err
+    assert "evaluating on cuda:0,cuda:1 as when the search started" in err
+    assert code != 0 and "cuda:0" in err.splitlines()[-1] and "Traceback" not in err
