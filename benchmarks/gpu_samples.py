@@ -1,0 +1,129 @@
+"""What the bundled model writes for the GPU: CUDA and Triton samples, written on the CPU box and judged on a GPU.
+
+1. On the machine with the model (no GPU needed), for each problem of ``benchmarks/problems_gpu/``:
+
+       kforge sample benchmarks/problems_gpu/softmax.py --target cuda --n 2 --seed 0 \\
+           --out benchmarks/results/gpu_samples/cuda/softmax
+
+   (answers with no usable code are kept as ``candidate_NNN.answer.txt``; the default answer length is
+   2048 tokens for CUDA and Triton).
+2. On the GPU box: ``PYTHONPATH=$PWD python3 benchmarks/gpu_samples.py --evaluate`` builds, verifies and
+   times every ``candidate_*.py`` with ``kforge eval`` (isolated workers, device time) and writes
+   ``$OUT/gpu_samples.jsonl``.
+3. Anywhere: ``python3 benchmarks/gpu_samples.py --report JSONL`` prints the table: per (language,
+   problem) the answers, those with code, the correct ones, the correct ones that are *not* a near-copy
+   of the exemplar the prompt showed (same up to whitespace, comments, includes, helper order and local
+   names: ``csource.normalize``), and the best correct candidate against eager and torch.compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SAMPLES = REPO / "benchmarks" / "results" / "gpu_samples"
+PROBLEMS = REPO / "benchmarks" / "problems_gpu"
+
+
+def folders() -> list[tuple[str, str, Path]]:
+    """(language, problem, folder) for every sample folder."""
+    return [(lang.name, d.name, d) for lang in sorted(SAMPLES.iterdir()) if lang.is_dir()
+            for d in sorted(lang.iterdir()) if d.is_dir()]
+
+
+def evaluate(out: Path) -> int:
+    rows = []
+    for lang, name, folder in folders():
+        if not list(folder.glob("candidate_*.py")):
+            continue
+        run = subprocess.run([sys.executable, "-m", "kforge_desktop", "eval", str(PROBLEMS / f"{name}.py"), str(folder),
+                              "--device", "cuda", "--json", "--runs", "20"], cwd=REPO, capture_output=True, text=True)
+        for line in run.stdout.splitlines():
+            if line.startswith("{"):
+                v = json.loads(line)
+                v.update(language=lang, problem=name)
+                rows.append(v)
+        if run.returncode != 0:
+            print(f"{lang}/{name}: kforge eval exited {run.returncode}: {run.stderr[-500:]}", file=sys.stderr)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"wrote {len(rows)} verdicts to {out}")
+    return 0
+
+
+def _copy_of_exemplar(path: Path, lang: str, problem_name: str) -> bool | None:
+    """True when the candidate's kernel is the exemplar its prompt showed, up to normalization (CUDA only)."""
+    if lang != "cuda":
+        return None
+    from kforge_desktop.csource.normalize import normalize_code
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.exemplars import best_exemplar
+    from kforge_desktop.search.scaffold import kernel_of_module
+    from kforge_desktop.search.setup import try_scaffold
+
+    problem = load_problem(PROBLEMS / f"{problem_name}.py")
+    scaffold = try_scaffold(problem, "cuda")
+    kernel = kernel_of_module(path.read_text())
+    shown = best_exemplar(scaffold, problem.source, memory=False) if scaffold is not None else None
+    if kernel is None or shown is None:
+        return None
+    return normalize_code(kernel, "cuda") == normalize_code(shown[1], "cuda")
+
+
+def report(jsonl: Path) -> str:
+    verdicts: dict[tuple[str, str, str], dict] = {}
+    for line in jsonl.read_text().splitlines():
+        v = json.loads(line)
+        verdicts[(v["language"], v["problem"], Path(v.get("candidate") or v.get("path") or "").name)] = v
+    out = ["| language | problem | answers | with code | correct | correct, not the exemplar | best vs eager | "
+           "best vs torch.compile | what went wrong |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    totals = [0, 0, 0, 0]
+    for lang, name, folder in folders():
+        files = sorted(folder.glob("candidate_*.py"))
+        answers = len(files) + len(list(folder.glob("candidate_*.answer.txt")))
+        ok, different, best, best_c, wrong = 0, 0, None, None, []
+        for f in files:
+            v = verdicts.get((lang, name, f.name))
+            if v is None:
+                wrong.append(f"{f.name}: not evaluated")
+                continue
+            if v.get("status") == "ok" and not v.get("library_calls"):
+                ok += 1
+                if _copy_of_exemplar(f, lang, name) is not True:
+                    different += 1
+                s, c = v.get("speedup"), v.get("speedup_compile")
+                best = max(best or 0.0, s or 0.0)
+                best_c = max(best_c or 0.0, c or 0.0)
+            else:
+                wrong.append(f"{v.get('status')}: {(v.get('reason') or '')[:80]}")
+        wrong += ["no usable code"] * len(list(folder.glob("candidate_*.answer.txt")))
+        totals = [totals[0] + answers, totals[1] + len(files), totals[2] + ok, totals[3] + different]
+        out.append(f"| {lang} | {name} | {answers} | {len(files)} | {ok} | {different} | "
+                   f"{f'{best:.2f}x' if best else '-'} | {f'{best_c:.2f}x' if best_c else '-'} | "
+                   f"{'; '.join(wrong) or '-'} |")
+    out.append(f"| all | | {totals[0]} | {totals[1]} | {totals[2]} | {totals[3]} | | | |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--evaluate", action="store_true", help="judge every sample on this machine's GPU")
+    ap.add_argument("--report", default=None, metavar="JSONL", help="print the table from an --evaluate run")
+    args = ap.parse_args(argv)
+    if args.evaluate:
+        return evaluate(Path(os.environ.get("OUT", str(SAMPLES))) / "gpu_samples.jsonl")
+    if args.report:
+        print(report(Path(args.report)))
+        return 0
+    ap.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
