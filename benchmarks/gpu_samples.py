@@ -32,26 +32,44 @@ PROBLEMS = REPO / "benchmarks" / "problems_gpu"
 
 
 def folders() -> list[tuple[str, str, Path]]:
-    """(language, problem, folder) for every sample folder."""
-    return [(lang.name, d.name, d) for lang in sorted(SAMPLES.iterdir()) if lang.is_dir()
+    """(language, problem, folder) for every sample folder (``<problem>`` or ``<problem>.<anything>``,
+    such as ``softmax.s1`` for the samples of another seed)."""
+    return [(lang.name, d.name.split(".")[0], d) for lang in sorted(SAMPLES.iterdir()) if lang.is_dir()
             for d in sorted(lang.iterdir()) if d.is_dir()]
 
 
-def evaluate(out: Path) -> int:
+def evaluate(out: Path, runs: int, timeout: float) -> int:
+    """One ``kforge eval`` per problem over all its samples (every language and seed): the workers build
+    them in parallel, and the reference and torch.compile are set up once per problem."""
+    import shutil
+    import tempfile
+
+    by_problem: dict[str, list[Path]] = {}
+    for _lang, name, folder in folders():
+        by_problem.setdefault(name, []).extend(sorted(folder.glob("candidate_*.py")))
     rows = []
-    for lang, name, folder in folders():
-        if not list(folder.glob("candidate_*.py")):
-            continue
-        run = subprocess.run([sys.executable, "-m", "kforge_desktop", "eval", str(PROBLEMS / f"{name}.py"), str(folder),
-                              "--device", "cuda", "--json", "--runs", "20"], cwd=REPO, capture_output=True, text=True)
+    for name, files in sorted(by_problem.items()):
+        with tempfile.TemporaryDirectory() as tmp:
+            original = {}
+            for f in files:
+                flat = Path(tmp) / "__".join(f.parts[-3:])
+                shutil.copy(f, flat)
+                original[flat.name] = "/".join(f.parts[-3:])
+            try:
+                run = subprocess.run([sys.executable, "-m", "kforge_desktop", "eval", str(PROBLEMS / f"{name}.py"), tmp,
+                                      "--device", "cuda", "--json", "--runs", str(runs)], cwd=REPO, capture_output=True,
+                                     text=True, timeout=timeout)
+            except subprocess.TimeoutExpired as err:
+                print(f"{name}: no verdicts within {timeout:.0f} s", file=sys.stderr)
+                run = subprocess.CompletedProcess(err.cmd, 124, err.stdout or "", "")
+                run.stdout = run.stdout.decode() if isinstance(run.stdout, bytes) else run.stdout
         for line in run.stdout.splitlines():
             if line.startswith("{"):
                 v = json.loads(line)
-                v.update(language=lang, problem=name)
+                v["candidate"] = original.get(Path(v["candidate"]).name, v["candidate"])
                 rows.append(v)
-        if run.returncode != 0:
-            print(f"{lang}/{name}: kforge eval exited {run.returncode}: {run.stderr[-500:]}", file=sys.stderr)
-    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"{name}: {len(files)} samples judged, exit {run.returncode}", flush=True)
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"wrote {len(rows)} verdicts to {out}")
     return 0
 
@@ -76,10 +94,11 @@ def _copy_of_exemplar(path: Path, lang: str, problem_name: str) -> bool | None:
 
 
 def report(jsonl: Path) -> str:
-    verdicts: dict[tuple[str, str, str], dict] = {}
+    verdicts: dict[str, dict] = {}  # candidate path below the samples folder -> verdict
     for line in jsonl.read_text().splitlines():
         v = json.loads(line)
-        verdicts[(v["language"], v["problem"], Path(v.get("candidate") or v.get("path") or "").name)] = v
+        path = Path(v["candidate"])
+        verdicts["/".join(path.parts[-3:])] = v
     out = ["| language | problem | answers | with code | correct | correct, not the exemplar | best vs eager | "
            "best vs torch.compile | what went wrong |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -89,7 +108,7 @@ def report(jsonl: Path) -> str:
         answers = len(files) + len(list(folder.glob("candidate_*.answer.txt")))
         ok, different, best, best_c, wrong = 0, 0, None, None, []
         for f in files:
-            v = verdicts.get((lang, name, f.name))
+            v = verdicts.get("/".join(f.parts[-3:]))
             if v is None:
                 wrong.append(f"{f.name}: not evaluated")
                 continue
@@ -115,9 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--evaluate", action="store_true", help="judge every sample on this machine's GPU")
     ap.add_argument("--report", default=None, metavar="JSONL", help="print the table from an --evaluate run")
+    ap.add_argument("--runs", type=int, default=10, help="timed rounds per candidate (--evaluate)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per problem (--evaluate)")
     args = ap.parse_args(argv)
     if args.evaluate:
-        return evaluate(Path(os.environ.get("OUT", str(SAMPLES))) / "gpu_samples.jsonl")
+        return evaluate(Path(os.environ.get("OUT", str(SAMPLES))) / "gpu_samples.jsonl", args.runs, args.timeout)
     if args.report:
         print(report(Path(args.report)))
         return 0
