@@ -64,8 +64,11 @@ def evaluate(out: Path, runs: int, timeout: float) -> int:
                 run = subprocess.CompletedProcess(err.cmd, 124, err.stdout or "", "")
                 run.stdout = run.stdout.decode() if isinstance(run.stdout, bytes) else run.stdout
         for line in run.stdout.splitlines():
-            if line.startswith("{"):
-                v = json.loads(line)
+            try:
+                v = json.loads(line)  # a candidate may print too: only the verdict lines are JSON objects
+            except ValueError:
+                continue
+            if isinstance(v, dict) and "candidate" in v:
                 v["candidate"] = original.get(Path(v["candidate"]).name, v["candidate"])
                 rows.append(v)
         print(f"{name}: {len(files)} samples judged, exit {run.returncode}", flush=True)
@@ -110,7 +113,7 @@ def report(jsonl: Path) -> str:
         for f in files:
             v = verdicts.get("/".join(f.parts[-3:]))
             if v is None:
-                wrong.append(f"{f.name}: not evaluated")
+                wrong.append(f"{f.name}: no verdict (its problem's evaluation ran out of time)")
                 continue
             if v.get("status") == "ok" and not v.get("library_calls"):
                 ok += 1
