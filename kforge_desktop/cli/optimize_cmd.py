@@ -260,10 +260,10 @@ def cmd_optimize(args) -> int:
     config = SearchConfig(
         strategy=args.strategy, budget_candidates=args.budget, budget_minutes=args.minutes, seed=args.seed,
         device=device, language=args.language or "", temperature=args.temperature,
-        max_tokens=args.max_tokens or answer_tokens(args.language or ("cuda" if device.startswith("cuda") else "cpp")),
         repair_rounds=args.repair_rounds, scaffold=not args.no_scaffold, exemplars=not args.no_exemplars,
         seeds=not args.no_seeds, inflight=args.inflight, memory=not args.no_memory,
     )
+    config = dataclasses.replace(config, max_tokens=args.max_tokens or answer_tokens(config.kernel_language))
     if args.seeds_only:
         config = dataclasses.replace(config, budget_candidates=0)
     if _is_model_file(path):
@@ -282,7 +282,7 @@ def cmd_optimize(args) -> int:
         store = SessionStore(session_path)
         try:
             problem_id = create_session(store, problem, config)
-            save_evaluation(store, devices if len(devices) > 1 else [], ray_address(args.ray))
+            save_evaluation(store, devices, ray_address(args.ray))
             if not args.json:
                 print(f"session: {session_path}", file=sys.stderr)
             return _search(runner, store, problem_id, config, args)

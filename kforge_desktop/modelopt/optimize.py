@@ -108,7 +108,7 @@ def optimize_model(model_path: str | Path, config=None, *, session_path: str | P
                                    floor_ratio=options.floor_ratio, max_targets=options.max_targets,
                                    only=options.only, progress=say)
     store, profiled = session.store, session.profiled
-    save_evaluation(store, devices if devices and len(devices) > 1 else [], ray)
+    save_evaluation(store, devices, ray)
     total = sum(a.budget for a in session.allocations) or 1
     to_search = [a for a in sorted(session.allocations, key=lambda a: -a.weight)
                  if a.budget > 0 and a.target in session.problem_ids]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from typing import TYPE_CHECKING
 
 from .fitting import partial_fit
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 # operators that only build a mask for a masked_fill / where (said with the mask)
 _MASK_PARTS = {"triu", "tril", "eq", "ne", "logical_not", "bitwise_not", "lt", "gt", "le", "ge", "arange"}
-# activations: an exemplar's that the problem does not apply is said to be left out
+
+
 def _constants(scaffold: Scaffold, op: str) -> list[float]:
     return [v for o, v in scaffold.op_args if o == op and isinstance(v, float)]
 
@@ -113,8 +115,6 @@ def _op_sentence(op: str, scaffold: Scaffold, source: str, language: str) -> str
 def _fused_residual(name: str, scaffold: Scaffold, source: str) -> str | None:
     """The sentence for an extra input the reference adds to the main one before anything else (a norm
     after a residual add: ``norm(x + residual)``); None when ``name`` is no such input."""
-    import re
-
     if not scaffold.forward_params or not scaffold.aten_ops or scaffold.aten_ops[0] != "add":
         return None
     x = scaffold.forward_params[0]

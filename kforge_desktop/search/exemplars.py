@@ -270,7 +270,8 @@ def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: f
                    memory: bool = True) -> list[tuple[Exemplar, str]]:
     """Exemplars to place in the tree as seeds: those that adapt exactly, clearly match, meet their
     family's ``needs``, apply no activation the problem lacks, and compute every operator of the
-    problem, or all but an elementwise epilogue at the end (that seed is incomplete on purpose: its repair asks the model to add exactly that).
+    problem, or all but an elementwise epilogue at the end (that seed is incomplete on purpose: its
+    repair asks the model to add exactly that).
     An exemplar that leaves out anything else is no seed: it would be a wrong first node, and on
     targets whose output is smaller than their input, such as pooling, it would write out of bounds.
 

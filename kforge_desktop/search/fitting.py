@@ -104,7 +104,7 @@ _EPS_OPS = {"add", "native_layer_norm", "layer_norm", "native_group_norm", "grou
             "rms_norm", "fused_rms_norm", "native_batch_norm", "batch_norm", "maximum", "max"}
 
 
-def problem_constant(name: str, scaffold: Scaffold, source: str = "") -> float | None:
+def problem_constant(name: str, scaffold: Scaffold, source: str = "") -> float | int | None:
     """The value of the exemplar scalar ``name`` as the reference writes it (a literal, or an
     attribute the scaffold does not pass): the one epsilon, the one scale; None when there is not
     exactly one candidate value."""
@@ -216,7 +216,7 @@ def argument_map(ex: Exemplar, scaffold: Scaffold, source: str = "") -> dict[str
 
 def _const_type(ctype: str) -> str:
     """The C type a constant standing in for a scalar parameter is declared with."""
-    base = _base_type(ctype).replace("const ", "")
+    base = _base_type(ctype)
     return base if base in ("int", "int64_t", "long", "int32_t", "double") else "float"
 
 

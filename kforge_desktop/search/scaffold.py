@@ -372,7 +372,7 @@ def _layout(model: torch.nn.Module, primary: torch.Tensor, aten_ops: tuple[str, 
         return "channels"
     c = primary.shape[1]
     if c != primary.shape[-1]:
-        for p in [p for _, p in list(model.named_parameters()) + list(model.named_buffers())] + list(other_inputs):
+        for p in [*model.parameters(), *model.buffers(), *other_inputs]:
             if p.dim() == 1 and p.shape[0] == c:
                 return "channels"
     return "rows"

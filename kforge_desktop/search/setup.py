@@ -130,8 +130,9 @@ EVALUATION_KEY = "evaluation"  # session meta: where the search evaluates (--dev
 
 
 def save_evaluation(store: SessionStore, devices: list[str] | None, ray: str | None) -> None:
-    """Remember the GPUs (or the Ray cluster) a search was started on, so that a resume uses them."""
-    if devices or ray:
+    """Remember the GPUs (or the Ray cluster) a search was started on, so that a resume uses them
+    (one device is the search's own ``device``: nothing to remember)."""
+    if len(devices or []) > 1 or ray:
         store.set_meta(EVALUATION_KEY, {"devices": list(devices or []), "ray": ray})
 
 
