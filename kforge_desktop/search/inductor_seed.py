@@ -71,6 +71,41 @@ def _strip_benchmark(code: str) -> str:
     return code.rstrip() + "\n"
 
 
+def _shapes(xs) -> list:
+    return [tuple(x.shape) for x in xs if hasattr(x, "shape")]
+
+
+def _several_shapes(mod, inputs: list) -> bool:
+    """Whether the problem's captured inputs (``get_replay_inputs``) come in shapes other than
+    ``get_inputs()``'s: a target the model calls at several sizes."""
+    if not hasattr(mod, "get_replay_inputs"):
+        return False
+    first = _shapes(inputs)
+    return any(_shapes(r) != first for r in mod.get_replay_inputs())
+
+
+def _symbolic(value):
+    """A graph input as symbols: a size's name (``"s0"``), a tensor's shape as names, else None."""
+    if value is None:
+        return None
+    if hasattr(value, "shape"):
+        return [str(d) for d in value.shape]
+    return str(value)
+
+
+def _size_expr(sym, inputs: list, symbols: list, owners: dict) -> str:
+    """The expression giving a symbolic size input of the graph: ``x.shape[2]`` of the first tensor
+    input whose dimension is that symbol."""
+    import torch
+
+    for t, shape in zip(inputs, symbols, strict=False):
+        if isinstance(t, torch.Tensor) and isinstance(shape, list) and sym in shape:
+            name = owners.get((t.data_ptr(), tuple(t.shape)))
+            if name is not None:
+                return f"{name}.shape[{shape.index(sym)}]"
+    raise SeedError(f"torch.compile's graph takes a size ({sym}) that no input's shape gives")
+
+
 def _generate(problem: Problem, device: str) -> str:
     import torch
     from torch._inductor.compile_fx import compile_fx
@@ -87,10 +122,15 @@ def _generate(problem: Problem, device: str) -> str:
 
     def backend(gm, example_inputs):
         seen["inputs"] = list(example_inputs)
+        # what each graph input is symbolically: "s0" for a size, ["s0", "64", ...] for a tensor
+        seen["symbols"] = [_symbolic(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"]
         return compile_fx(gm, example_inputs)
 
+    # a target called at several shapes (its captured inputs) needs code for all of them: sizes stay
+    # symbolic, and call() takes them from the inputs
+    dynamic = _several_shapes(mod, inputs)
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend=backend, fullgraph=True)
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=dynamic or None)
     with torch.no_grad():
         out, codes = run_and_get_code(compiled, *inputs)
     if not codes or "inputs" not in seen:
@@ -107,9 +147,11 @@ def _generate(problem: Problem, device: str) -> str:
         if isinstance(x, torch.Tensor):
             owners[(x.data_ptr(), tuple(x.shape))] = name
     exprs = []
-    for t in seen["inputs"]:
+    symbols = seen.get("symbols") or [None] * len(seen["inputs"])
+    for t, sym in zip(seen["inputs"], symbols, strict=False):
         if not isinstance(t, torch.Tensor):
-            raise SeedError("torch.compile's graph takes a non-tensor input (a dynamic size)")
+            exprs.append(_size_expr(sym, seen["inputs"], symbols, owners))
+            continue
         key = (t.data_ptr(), tuple(t.shape))
         if key not in owners:
             raise SeedError("an input of torch.compile's graph is neither a forward input nor a parameter")

@@ -45,3 +45,14 @@ def test_a_cuda_session_starts_from_the_compile_seed(tmp_path):
     assert len(compiled) == 1 and compiled[0].language == "triton" and "def call(" in compiled[0].source
     assert any(n.directive.startswith("exemplar:") for n in seeds)  # the CUDA exemplar is a seed too
     store.close()
+
+
+def test_the_compile_seed_of_a_target_called_at_two_sizes_is_correct(evaluator):
+    """vision_stage_gpu's BatchNorm + ReLU runs at four sizes; its compile seed had the first size
+    built in and failed its size asserts on the others (runtime_error), so the target had no seed."""
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.inductor_seed import inductor_module
+
+    problem = load_problem(Path(__file__).resolve().parents[1] / "candidates" / "shapes" / "bn_relu_two_shapes.py")
+    verdict = evaluator.evaluate(problem, inductor_module(problem, "cuda"))
+    assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-3000:]
