@@ -26,6 +26,7 @@ the next unfinished one, and a search cut off in the middle continues in its own
     python benchmarks/generalize.py                  # both halves, seeds 0 1 2, budget 8 (many hours on 2 cores)
     python benchmarks/generalize.py --report         # the tables for docs/benchmarks.md
     python benchmarks/generalize.py --check          # no model: which exemplar each problem gets, seeds verified
+    python benchmarks/generalize.py --recount        # the summary of the recorded sessions read again
 """
 
 from __future__ import annotations
@@ -148,6 +149,25 @@ def _ratio(r: dict) -> float | None:
     return best / (r.get("best_seed_speedup") or 1.0)
 
 
+def _sum_counts(counts) -> dict:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, v in (c or {}).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+FAILURE_WORDS = {"incorrect": "wrong", "compile_error": "build", "runtime_error": "error", "crashed": "crash",
+                 "timeout": "timeout", "rejected": "rejected", "no_code": "no code"}
+
+
+def _failures(counts: dict) -> str:
+    """``wrong 4, build 2``: why the LLM candidates that were not correct failed, most first."""
+    if not counts:
+        return "-"
+    return ", ".join(f"{FAILURE_WORDS.get(k, k)} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def summarize(rows: list[dict], half: str) -> dict:
     """Per problem and for the half: the shares (with intervals) and the speed against seed and eager."""
     rs = [r for r in rows if r["half"] == half]
@@ -171,6 +191,7 @@ def summarize(rows: list[dict], half: str) -> dict:
             "vs_seed_runs": sum(1 for x in got if x >= TARGET_GAIN),
             "vs_eager": statistics.median([x if x is not None else 0.0 for x in eager]) if runs else None,
             "vs_eager_max": max((x for x in eager if x is not None), default=None),
+            "failures": _sum_counts(r.get("failures") for r in runs),
         })
     n = sum(p["n"] for p in per)
     return {
@@ -196,16 +217,17 @@ def report(rows: list[dict]) -> str:
         out.append(f"**{half}** ({len(s['problems'])} problems):\n")
         out.append("| problem | runs | correct self-made / LLM candidates | correct and different from every seed | "
                    "duplicates | seed vs eager | best LLM vs seed (median; runs >= 1.1x) | best LLM vs eager "
-                   "(median; max) |")
-        out.append("|---|---|---|---|---|---|---|---|")
+                   "(median; max) | what failed |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for p in s["problems"]:
             seed = _x(p["seed_speedup"]) if p["has_seed"] else "no seed"
             out.append(f"| {p['problem']} | {p['runs']} | {share(p['correct'], p['n'])} | "
                        f"{share(p['different'], p['n'])} | {p['duplicates']} | {seed} | "
                        f"{_x(p['vs_seed'])}; {p['vs_seed_runs']}/{p['runs']} | "
-                       f"{_x(p['vs_eager'])}; {_x(p['vs_eager_max'])} |")
+                       f"{_x(p['vs_eager'])}; {_x(p['vs_eager_max'])} | {_failures(p['failures'])} |")
         out.append(f"| **all** | | {share(s['correct'], s['n'])} | {share(s['different'], s['n'])} | | | "
-                   f"{s['gain_problems']}/{len(s['problems'])} problems >= 1.1x | |")
+                   f"{s['gain_problems']}/{len(s['problems'])} problems >= 1.1x | | "
+                   f"{_failures(_sum_counts(p['failures'] for p in s['problems']))} |")
         out.append("")
     test = summarize(rows, "test")
     if test["problems"]:
@@ -217,6 +239,30 @@ def report(rows: list[dict]) -> str:
                    f"{100 * lo:.0f}%); best LLM node >= {TARGET_GAIN}x the best seed on half the problems: "
                    f"{'met' if gain_ok else 'not met'} ({test['gain_problems']}/{len(test['problems'])}).")
     return "\n".join(out)
+
+
+def recount(path: Path) -> int:
+    """Read every recorded search's session again (``collect``) and rewrite its row: a summary column
+    added later (``failures``) then covers the searches run before it. Only the summary is read."""
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.store import SessionStore
+
+    rows = load_rows(path)
+    for row in rows:
+        session = ROOT / row["session"]
+        if not session.exists():
+            continue
+        problem = load_problem(PROBLEMS / row["half"] / f"{row['problem']}.py")
+        store = SessionStore(session)
+        try:
+            pid = next(p.id for p in store.problems() if p.name == row["problem"])
+            row.update(collect(store, pid))
+            row.update(different_from_seeds(store, pid, problem))
+        finally:
+            store.close()
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{len(rows)} rows recounted", flush=True)
+    return 0
 
 
 def check(halves: list[str]) -> int:
@@ -258,8 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=str(RESULTS))
     ap.add_argument("--report", action="store_true", help="print the tables and exit")
     ap.add_argument("--check", action="store_true", help="no model: exemplars shown and seeds verified, per problem")
+    ap.add_argument("--recount", action="store_true", help="read the recorded sessions again into the results file")
     args = ap.parse_args(argv)
     results = Path(args.results)
+    if args.recount:
+        return recount(results)
     if args.report:
         print(report(load_rows(results)))
         return 0

@@ -26,6 +26,7 @@ import os
 import platform
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -121,6 +122,9 @@ def collect(store, pid: int) -> dict:
         "time_s_per_eval": split.time_s / max(1, len(judged)),
         "completion_tokens": split.completion_tokens,
         "llm_calls": split.llm_calls,
+        # why the LLM candidates that were not correct failed: verdict status (or no_code) -> count
+        "failures": dict(Counter(n.verdict.status if n.verdict is not None else n.state for n in llm
+                                 if n.verdict is None or n.verdict.status != "ok")),
     }
 
 
