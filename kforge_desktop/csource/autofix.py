@@ -302,3 +302,67 @@ def autofix_const(kernel: str, prelude: str, errors: str) -> str | None:
     """Only the const-pointer fix of ``autofix`` (kept for callers that want just that one)."""
     out = autofix(kernel, prelude, errors)
     return out[0] if out and "const pointers" in out[1] else None
+
+
+# -- a running value under a SIMD reduction ----------------------------------------------------------
+
+_SIMD_REDUCTION = re.compile(r"^(\s*)#pragma\s+omp\s+simd\b[^\n]*\breduction\s*\(\s*[^:()]+:\s*([\w\s,]+)\)[^\n]*$", re.M)
+SCAN_NOTE = "// no simd reduction here: each step stores the running value, which a SIMD reduction splits into lanes"
+
+
+def _loop_body(text: str, start: int) -> str:
+    """The ``for`` loop that begins at or after ``start``: its header and body (braced or one statement)."""
+    m = re.compile(r"\s*for\s*\(").match(text, start)
+    if not m:
+        return ""
+    depth, i = 1, m.end()
+    while i < len(text) and depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    j = i
+    while j < len(text) and text[j].isspace():
+        j += 1
+    if j < len(text) and text[j] == "{":
+        depth, k = 0, j
+        while k < len(text):
+            depth += {"{": 1, "}": -1}.get(text[k], 0)
+            k += 1
+            if depth == 0:
+                break
+        return text[m.start():k]
+    end = text.find(";", j)
+    return text[m.start():end + 1 if end >= 0 else len(text)]
+
+
+def _stores_running_value(body: str, var: str) -> bool:
+    """Whether a loop body assigns something computed from ``var`` to anything but ``var`` itself:
+    ``yr[c] = s`` after ``s += xr[c]`` is a scan (a running sum), not a reduction."""
+    head_end = body.find(")")
+    for stmt in re.split(r"[;{}]", body[head_end + 1:] if head_end >= 0 else body):
+        m = re.search(r"(?<![=!<>+\-*/%&|^])([+\-*/]?)=(?!=)", stmt)
+        if not m:
+            continue
+        lhs, rhs = stmt[: m.start()], stmt[m.end():]
+        target = re.search(r"(\w+(?:\s*\[[^\]]*\])*)\s*$", lhs)
+        if target and target.group(1).strip() != var and re.search(rf"\b{re.escape(var)}\b", rhs):
+            return True
+    return False
+
+
+def drop_scan_reductions(code: str) -> tuple[str, int]:
+    """``code`` without the ``#pragma omp simd reduction(...)`` of loops that store the running value
+    of their reduction variable (a cumulative sum written as ``s += x[c]; y[c] = s;``): under the
+    pragma each SIMD lane keeps its own partial ``s``, so the stored values are wrong. The loop then
+    runs in order, which is what a scan needs. Returns the code and how many pragmas were dropped."""
+    dropped = 0
+    out, pos = [], 0
+    for m in _SIMD_REDUCTION.finditer(code):
+        body = _loop_body(code, m.end())
+        variables = [v.strip() for v in m.group(2).split(",") if v.strip()]
+        if body and any(_stores_running_value(body, v) for v in variables):
+            out.append(code[pos:m.start()] + m.group(1) + SCAN_NOTE)
+            pos = m.end()
+            dropped += 1
+    out.append(code[pos:])
+    return "".join(out), dropped
+

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..csource.autofix import drop_scan_reductions
 from ..csource.items import ENTRY, TORCH_INCLUDE
 from ..kernels.policy import PLUMBING, OpRecorder, op_base
 from ..llm.extract import native_code
@@ -413,7 +414,8 @@ def kernel_from_answer(text: str, function: str = FUNCTION) -> str | None:
 
 def clean_kernel(code: str, function: str = FUNCTION) -> str:
     """Mechanical fixes that need no judgement: drop torch/pybind includes and bindings (the
-    scaffold does the binding), and make sure the entry point is ``extern "C"``."""
+    scaffold does the binding), make sure the entry point is ``extern "C"``, and drop the SIMD
+    reduction pragma of a loop that stores its running value (a scan: ``drop_scan_reductions``)."""
     lines = []
     for line in code.splitlines():
         s = line.strip()
@@ -429,4 +431,5 @@ def clean_kernel(code: str, function: str = FUNCTION) -> str:
     ):
         text = re.sub(rf"(^|\n)\s*(?:static\s+|inline\s+)*void\s+{re.escape(function)}\s*\(",
                       rf'\1extern "C" void {function}(', text, count=1)
+    text, _ = drop_scan_reductions(text)
     return text.strip() + "\n"

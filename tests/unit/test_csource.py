@@ -29,3 +29,27 @@ def test_function_head_is_the_declaration_without_its_comments():
             "                            int64_t n) {\n    float s = 0.f;\n    return s;\n}\n")
     assert function_head(code, "row_sum") == "static inline float row_sum(const float* x , int64_t n) {"
     assert function_head(code, "missing") is None
+
+
+def test_a_running_sum_under_a_simd_reduction_loses_the_pragma_and_a_reduction_keeps_it():
+    """The model copies ``#pragma omp simd reduction(+ : s)`` from the softmax exemplar onto a cumulative
+    sum (``s += x[c]; y[c] = s;``): each SIMD lane then stores its own partial sum and every value is
+    wrong (cumsum_rows, dev half: max abs error 84). The pragma goes; plain reductions keep theirs."""
+    from kforge_desktop.search.scaffold import kernel_from_answer
+
+    scan = ("static inline void cumsum_row(const float* xr, float* yr, int64_t cols) {\n"
+            "    float s = 0.0f;\n"
+            "    #pragma omp simd reduction(+ : s)\n"
+            "    for (int64_t c = 0; c < cols; ++c) {\n        s += xr[c];\n        yr[c] = s;\n    }\n}\n")
+    reductions = ("static inline float row_max(const float* xr, int64_t cols) {\n    float m = -INFINITY;\n"
+                  "    #pragma omp simd reduction(max : m)\n"
+                  "    for (int64_t c = 0; c < cols; ++c) { if (xr[c] > m) m = xr[c]; }\n    return m;\n}\n"
+                  "static inline float exp_row(const float* xr, float m, float* yr, int64_t cols) {\n"
+                  "    float s = 0.0f;\n    #pragma omp simd reduction(+ : s)\n"
+                  "    for (int64_t c = 0; c < cols; ++c) { float e = xr[c] - m; yr[c] = e; s += e; }\n"
+                  "    return s;\n}\n")
+    entry = 'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {}\n'
+    fixed = kernel_from_answer("```cpp\n" + scan + reductions + entry + "```")
+    assert fixed.count("#pragma omp simd reduction") == 2  # row_max's and exp_row's stay
+    assert "reduction(+ : s)\n    for (int64_t c = 0; c < cols; ++c) {\n        s += xr[c];" not in fixed
+    assert "s += xr[c];\n        yr[c] = s;" in fixed  # the scan itself is untouched
