@@ -38,16 +38,35 @@ class Answer:
     language: str
     norm: str
     duplicate_of: int | None
+    copied_example: bool = False  # the example kernel its prompt showed, handed back unchanged
 
     @property
     def state(self) -> str:
-        return "no_code" if not self.source else ("duplicate" if self.duplicate_of else "pending")
+        if not self.source:
+            return "no_code"
+        return "duplicate" if self.duplicate_of or self.copied_example else "pending"
+
+
+COPIED_EXAMPLE = ("the example kernel handed back unchanged: it computes a similar operation, not this one "
+                  "(not evaluated, not counted)")
+
+
+def example_norm(exemplar_shown: str, language: str) -> str:
+    """The normalized form of the example kernel a prompt showed (its shared helpers put back, as they
+    are in an answer), to recognise an answer that only copies it; "" when none was shown."""
+    if not exemplar_shown or language not in ("cpp", "cuda"):
+        return ""
+    return normalize_code(provide_helpers(exemplar_shown, language)[0], language)
 
 
 def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *, language: str,
-                 scaffold: Scaffold | None, fix: bool, find_duplicate: Callable[[str], int | None]) -> Answer:
+                 scaffold: Scaffold | None, fix: bool, find_duplicate: Callable[[str], int | None],
+                 example: str = "") -> Answer:
     """The candidate an answer makes. ``kind`` is the prompt's (whole, edit, repair: a scaffolded
-    kernel function; module: a whole ModelNew); ``fix`` applies the compiler-driven fixes."""
+    kernel function; module: a whole ModelNew); ``fix`` applies the compiler-driven fixes.
+    ``example``: the normalized example kernel the prompt showed (``example_norm``). When that example
+    is not a seed of the tree, an answer equal to it is no candidate: the small model hands the example
+    of a nearby family back unchanged (a softmax for a cumulative sum), which is known to be wrong."""
     finished = gen.finish_reason not in ("length", "repeating")
     kernel, source, note = "", "", ""
     if kind in ("whole", "edit", "repair"):
@@ -81,8 +100,11 @@ def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *,
         dup = find_duplicate(norm)
     else:
         norm, dup = "", None
+    copied = bool(source) and dup is None and bool(example) and norm == example
+    if copied:
+        note = COPIED_EXAMPLE
     node_language = parent.language if kind == "module" and parent.origin != "root" else language
-    return Answer(kernel, source, note, node_language, norm, dup)
+    return Answer(kernel, source, note, node_language, norm, dup, copied)
 
 
 def autofix_kernel(scaffold: Scaffold, kernel: str) -> tuple[str, str]:

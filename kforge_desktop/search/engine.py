@@ -443,6 +443,7 @@ class SearchEngine:
                 self._emit(ev.NodeChanged(self.problem_id, i))
             self._emit(self._progress())
         elif state == "duplicate":
-            self._log(f"node {node_id} repeats node {answer.duplicate_of}; not evaluated, not counted", "warning")
+            said = f"repeats node {answer.duplicate_of}" if answer.duplicate_of else "is the prompt's example kernel"
+            self._log(f"node {node_id} {said}; not evaluated, not counted", "warning")
             self.store.update_stats(backprop(self._tree(), node_id, 0.0))
         return node_id, state

@@ -129,7 +129,8 @@ def save_answer(store: SessionStore, problem_id: int, slot: Slot, gen: Generatio
     parent = store.node(exp.parent_id)
     answer = answers.shape_answer(gen, slot.context.kind, exp.target, parent, language=language,
                                   scaffold=scaffold, fix=fix,
-                                  find_duplicate=lambda norm: store.find_duplicate(problem_id, norm))
+                                  find_duplicate=lambda norm: store.find_duplicate(problem_id, norm),
+                                  example=answers.example_norm(slot.context.exemplar, language))
     state = answer.state
     shown, params = prompting.call_record(slot.request, gen, slot.trimmed)
     with store.transaction():

@@ -167,6 +167,9 @@ class Tree:
                 continue
             if k.state == "no_code":
                 out.append((k.directive, "the answer had no usable code"))
+            elif k.state == "duplicate" and k.duplicate_of is None:
+                out.append((k.directive, "the answer handed the example kernel back unchanged, but the example "
+                                         "computes something else: change it where this model differs"))
             elif k.state == "duplicate":
                 out.append((k.directive, "the answer repeated an earlier kernel unchanged"))
             elif k.verdict is not None and k.verdict.status != "ok":

@@ -165,3 +165,70 @@ def test_repairs_stop_once_they_keep_failing_and_the_budget_goes_to_edits(tmp_pa
     assert exp.kind != "repair" and exp.parent_id in (seed.id, store.root(pid).id)
     assert any("none of 3 repairs was correct" in m for m in logs)
     store.close()
+
+
+class _EchoExample:
+    """A model that answers every prompt with the first kernel the prompt shows (the example), as the
+    small model did on the dev half's cumulative sum: a softmax handed back for a cumsum."""
+
+    name = "echo"
+    context_size = 8192
+    raw_completion = False
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, len(text) // 4)
+
+    def generate(self, request, on_token=None, cancel=None):
+        import re
+
+        from kforge_desktop.llm.generator import Generation
+
+        user = request.messages[-1].content
+        self.prompts.append(user)
+        shown = re.findall(r"```cpp\n(.*?)```", user, re.S)
+        code = next((c for c in shown if "kernel_forward(" in c and "{" in c), "")
+        return Generation(f"```cpp\n{code}```\n", 10, 10, 0.01, 1000.0, self.name, "stop")
+
+    def close(self) -> None:
+        pass
+
+
+CUMSUM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(64, 128)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_the_next_prompt_says_so(tmp_path, evaluator):
+    """A problem no exemplar fits (a cumulative sum) is shown the nearest family's kernel (row softmax).
+    An answer that is that kernel unchanged is known to be wrong: it is not built or counted, and the
+    next prompt tells the model what was wrong with it."""
+    from kforge_desktop.problem.problem import Problem
+
+    problem = Problem(name="cumsum", source=CUMSUM, path=str(tmp_path / "cumsum.py"))
+    store = SessionStore(tmp_path / "c.kforge")
+    config = SearchConfig(budget_candidates=2, memory=False)
+    pid = create_session(store, problem, config)
+    assert not [n for n in store.nodes(pid) if n.origin == "seed"]  # no exemplar fits exactly
+    model = _EchoExample()
+    SearchEngine(store, pid, model, evaluator, config).run()
+    answers = [n for n in store.nodes(pid) if n.origin == "llm"]
+    assert answers and all(n.state == "duplicate" and n.duplicate_of is None and n.verdict is None for n in answers)
+    assert "example kernel handed back unchanged" in answers[0].note
+    assert "handed the example kernel back unchanged" in model.prompts[1]
+    store.close()
