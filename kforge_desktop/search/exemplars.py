@@ -184,9 +184,10 @@ def rank(scaffold: Scaffold, source: str, language: str | None = None, memory: b
 
     Score: what the op computes first (the share of the problem's operators the exemplar covers,
     up to 4, and 1 more when it covers them all), then keyword overlap (rare keywords weigh more),
-    2 when it fits the problem's signature (then it can be adapted and used as a seed), and a
+    2 when it fits the problem's signature (then it can be adapted and used as a seed), a
     penalty of 6 when the problem lacks an operator the family needs (a softmax without a mask for
-    the masked softmax). Among equals, a kernel from the user's memory comes first: it was verified
+    the masked softmax), and one of 1.5 when it writes another number of values than the problem's
+    output holds (3.5 when it also computes none of the problem's operators). Among equals, a kernel from the user's memory comes first: it was verified
     on this machine, on a problem of this family. ``exemplars``: the library to rank (default:
     ``library(language, memory)``)."""
     lang = language or scaffold.language
@@ -209,6 +210,11 @@ def rank(scaffold: Scaffold, source: str, language: str | None = None, memory: b
             score -= 6.0
         if adapted is not None:
             score += 2.0
+        if not output_fits(ex, scaffold):
+            # it writes another number of values than the problem's output holds (a softmax's row for a
+            # per-row variance): a family that writes the right amount comes first, and one that also
+            # computes none of the problem's operators (a GELU for a pooling) is no guide at all
+            score -= 1.5 + (2.0 if coverage == 0.0 else 0.0)
         if ex.origin == "memory":
             score += 0.5
         out.append((score, ex, adapted))

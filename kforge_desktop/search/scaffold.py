@@ -308,6 +308,7 @@ def build_scaffold(problem: Problem, language: str = "cpp") -> Scaffold:
         if v.shape != primary.shape:
             for i, d in enumerate(v.shape):
                 args.append(KernelArg(f"{n}_size{i}", "int64_t", f"{n}.shape[{i}]", "size", f"{n}.shape[{i}] (= {d})"))
+    args += _reshaped_output_sizes(primary_name, primary, out_names, outs)
 
     args += _scalar_args(model)
     words = _module_words(model, problem.source)
@@ -316,6 +317,25 @@ def build_scaffold(problem: Problem, language: str = "cpp") -> Scaffold:
         header=header, class_body=class_body, prepare=tuple(prepare), outputs=tuple(out_names), layout=layout,
         shapes=shapes, ops=words + aten_ops, aten_ops=aten_ops, op_args=op_args,
     )
+
+
+def _reshaped_output_sizes(primary_name: str, primary: torch.Tensor, out_names: list[str],
+                           outs: list[torch.Tensor]) -> list[KernelArg]:
+    """Every dimension of the input and of an output that is neither like the input nor one value per
+    row (a pooling, a reduction over a middle dimension): rows and cols alone cannot index those, and
+    a kernel that writes one value per input value writes past such an output."""
+    per_row = primary.numel() // max(primary.shape[-1], 1) if primary.dim() else 1
+    odd = [(n, o) for n, o in zip(out_names, outs, strict=True) if o.numel() not in (primary.numel(), per_row)]
+    if not odd:
+        return []
+    args = [KernelArg(f"{primary_name}_size{i}", "int64_t", f"{primary_name}.shape[{i}]", "size",
+                      f"{primary_name}.shape[{i}] (= {d})") for i, d in enumerate(primary.shape)]
+    for n, o in odd:
+        args += [KernelArg(f"{n}_size{i}", "int64_t", f"{n}.shape[{i}]", "size",
+                           f"{n}.shape[{i}] (= {d}); {n} holds {o.numel()} values: write each once, nothing past "
+                           f"{n}[{o.numel() - 1}]" if i == o.dim() - 1 else f"{n}.shape[{i}] (= {d})")
+                 for i, d in enumerate(o.shape)]
+    return args
 
 
 class _ArgRecorder(OpRecorder):

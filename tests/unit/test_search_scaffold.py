@@ -619,3 +619,56 @@ def test_an_add_gets_no_bias_activation_exemplar_as_a_seed():
     scaffold = build_scaffold(problem)
     assert [ex.name for _score, ex, _code in rank(scaffold, src, memory=False)][:1] in (["bias_gelu_erf"], ["gelu_bias"])
     assert seed_exemplars(scaffold, src, memory=False) == []
+
+
+def _problem(name: str, forward: str, inputs: str, init: str = ""):
+    import textwrap
+
+    from kforge_desktop.problem.problem import Problem
+
+    src = textwrap.dedent(f'''
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                {init or "pass"}
+
+            def forward(self, x):
+                return {forward}
+
+        def get_inputs():
+            return [{inputs}]
+
+        def get_init_inputs():
+            return []
+    ''')
+    return Problem(name=name, source=src, path=None), src
+
+
+def test_a_reduction_is_shown_a_kernel_that_writes_one_value_per_row_and_a_pooling_no_unrelated_one():
+    """A per-row variance was shown the row softmax (it writes a whole row per row) and a pooling the
+    bias + GELU kernel: the model copied them and wrote past the smaller output, crashing its worker.
+    The example now writes as many values as the problem's output holds, or there is none."""
+    from kforge_desktop.search.exemplars import best_exemplar
+
+    problem, src = _problem("var_rows", "torch.var(x, dim=-1)", "torch.randn(64, 32)")
+    shown = best_exemplar(build_scaffold(problem), src, memory=False)
+    assert shown is not None and shown[0].name == "row_sum"
+    problem, src = _problem("pool", "self.pool(x)", "torch.randn(2, 4, 8, 8)", init="self.pool = nn.AvgPool2d(2)")
+    assert best_exemplar(build_scaffold(problem), src, memory=False) is None
+
+
+def test_an_output_of_another_shape_gets_every_size_of_the_input_and_the_output():
+    """Rows and cols cannot index a 2x2 pooling of an NCHW map: the kernel gets each dimension of x and
+    of out, and is told how many values out holds."""
+    problem, _ = _problem("pool", "self.pool(x)", "torch.randn(2, 4, 8, 8)", init="self.pool = nn.AvgPool2d(2)")
+    scaffold = build_scaffold(problem)
+    names = [a.name for a in scaffold.args]
+    assert [f"x_size{i}" for i in range(4)] + [f"out_size{i}" for i in range(4)] == names[-8:]
+    assert "out holds 128 values" in scaffold.describe_args() and "nothing past out[127]" in scaffold.describe_args()
+    # a like-input or per-row output keeps the plain signature
+    for forward in ("torch.softmax(x, dim=-1)", "x.sum(-1)"):
+        plain = build_scaffold(_problem("plain", forward, "torch.randn(2, 4, 8)")[0])
+        assert not any(a.name.startswith(("x_size", "out_size")) for a in plain.args)
