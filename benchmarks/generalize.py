@@ -134,12 +134,27 @@ def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, gene
     row = collect(store, pid)
     row.update(different_from_seeds(store, pid, problem))
     row.update(half=half, problem=problem.name, seed=seed, budget=budget, model=model_name, max_tokens=max_tokens,
+               commit=_commit(),
                wall_s=wall, reason=finished.reason, session=os.path.relpath(session, ROOT), host=platform.node(),
                cores=os.cpu_count(), finished_at=time.time())
     store.close()
     if finished.reason == "stopped":
         raise KeyboardInterrupt
     return row
+
+
+def _commit() -> str:
+    """The code a search ran (the checkout's commit; "+" when it had uncommitted changes)."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "kforge_desktop"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head + ("+" if dirty else "")
 
 
 def _ratio(r: dict) -> float | None:
@@ -209,7 +224,9 @@ def report(rows: list[dict]) -> str:
     budgets = sorted({r["budget"] for r in rows})
     out.append(f"Model: {', '.join(models)}; MCTS, budget {', '.join(map(str, budgets))} LLM candidates per search, "
                f"seeds {', '.join(map(str, sorted({r['seed'] for r in rows})))}; CPU, {rows[0].get('cores')} cores; "
-               "kernel memory off. Shares: count (percent, 95 % Wilson interval).\n")
+               "kernel memory off; code of commit(s) "
+               f"{', '.join(sorted({r.get('commit') or '?' for r in rows}))}. Shares: count (percent, 95 % Wilson "
+               "interval).\n")
     for half in HALVES:
         s = summarize(rows, half)
         if not s["problems"]:
