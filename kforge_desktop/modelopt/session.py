@@ -153,11 +153,18 @@ def accept_reason(node, pinned: bool) -> str | None:
     """Why the chosen node's kernel is not used (None: it is used). A pinned node is the user's
     choice; otherwise the kernel must be faster than torch.compile's code for the target (where
     that was measured: ``left_to_compile``) and measurably faster than eager."""
+    from ..search.setup import COMPILE_SEED
+
     if pinned:
         return None
     v = node.verdict
     if v is None or v.status != "ok" or v.speedup is None:
         return "no verified kernel"
+    if node.origin == "seed" and node.directive == COMPILE_SEED:
+        # the same kernels torch.compile makes: as a custom op it only wins eager time, and under
+        # torch.compile(patched) it stops the fusion with the neighbouring ops (vision_stage_gpu's max
+        # pooling: 0.94x of torch.compile(model) with it)
+        return f"{LEFT_TO_COMPILE} (its fastest kernel is torch.compile's own code)"
     slower = left_to_compile(v.latency_ms, v.compile_baseline_ms)
     if slower:
         return slower

@@ -126,6 +126,7 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
     return problem_id
 
 
+COMPILE_SEED = "torch.compile"  # the directive of the seed made of torch.compile's own code
 EVALUATION_KEY = "evaluation"  # session meta: where the search evaluates (--devices, --ray), for a resume
 
 
@@ -164,5 +165,5 @@ def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, proble
         store.log_event(problem_id, "seed", f"no torch.compile seed: {err}", "warning")
         return
     store.add_node(problem_id, root_id, "seed", "seed", "triton", source=source, kernel_source=source,
-                   directive="torch.compile", norm_code=normalize_code(source, "python"),
+                   directive=COMPILE_SEED, norm_code=normalize_code(source, "python"),
                    note="torch.compile's own generated code (TorchInductor's Triton kernels), as a starting point")

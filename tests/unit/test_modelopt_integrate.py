@@ -156,7 +156,8 @@ def test_a_kernel_slower_than_torch_compile_is_left_to_it():
         "left to torch.compile: t01_rms_norm (ours 0.2 ms vs torch.compile 0.1 ms)"
 
     class Node:  # what the chooser reads of a session node
-        def __init__(self, **kw):
+        def __init__(self, origin="llm", directive="whole", **kw):
+            self.origin, self.directive = origin, directive
             self.verdict = Verdict("ok", "", speedup=2.0, significant=True, latency_ms=0.2, baseline_ms=0.4, **kw)
 
     # twice as fast as eager, but torch.compile's code for the target is faster still
@@ -165,3 +166,8 @@ def test_a_kernel_slower_than_torch_compile_is_left_to_it():
     assert accept_reason(slower, pinned=True) is None  # a pinned kernel is the user's choice
     assert accept_reason(Node(compile_baseline_ms=0.3, speedup_compile=1.5), pinned=False) is None
     assert accept_reason(Node(), pinned=False) is None  # torch.compile not measured
+    # torch.compile's own code, even where it timed faster than torch.compile (noise): torch.compile(model)
+    # makes the same kernels and fuses them with their neighbours, which a custom op stops
+    own = Node(origin="seed", directive="torch.compile", compile_baseline_ms=0.3, speedup_compile=1.5)
+    assert accept_reason(own, pinned=False) == "left to torch.compile (its fastest kernel is torch.compile's own code)"
+    assert accept_reason(own, pinned=True) is None
