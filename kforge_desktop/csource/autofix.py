@@ -23,6 +23,11 @@ _OMP_LOOP_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:invalid con
                            r"expression|expected iteration declaration or initialization|invalid type for iteration "
                            r"variable|initializer expression refers to iteration variable)")
 _FN_HEAD = re.compile(r"^\S.*\)\s*(?:const\s*)?\{?\s*$")
+# std::max(v, 1e-12) with a float v: the literal is a double, and the template cannot deduce one type
+_MIXED_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
+                               r"[‘'`](?:std::)?(?:max|min)\((?:\s*(?:const\s+)?float&?,\s*(?:const\s+)?double&?|"
+                               r"\s*(?:const\s+)?double&?,\s*(?:const\s+)?float&?)\)")
+_DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?)(?![\w.])")
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
 
 
@@ -180,7 +185,8 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - a helper used before it is defined (forward declarations are added);
     - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``;
     - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
-      undeclared name (dropped).
+      undeclared name (dropped);
+    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``).
 
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
     ``entry`` is the kernel's ``extern "C"`` entry point, which needs no forward declaration.
@@ -233,6 +239,15 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
             lines[k] = ""
             if "OpenMP pragma" not in notes:
                 notes.append("OpenMP pragma")
+    for m in _MIXED_MINMAX_ERR.finditer(errors):  # a double literal beside a float in std::max/min: 1e-12f
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines):
+            fixed = re.sub(r"\b(std::(?:max|min)\s*\()([^;]*)",
+                           lambda c: c.group(1) + _DOUBLE_LITERAL.sub(r"\1f", c.group(2)), lines[idx])
+            if fixed != lines[idx]:
+                lines[idx] = fixed
+                if "float literal in std::max/min" not in notes:
+                    notes.append("float literal in std::max/min")
     for m in _NO_RETURN_ERR.finditer(errors):  # promises a value, returns none, and no caller reads one: void
         idx = int(m.group(1)) - 1 - offset
         if 0 <= idx < len(lines) and _void_unused(lines, idx):

@@ -53,3 +53,24 @@ def test_a_running_sum_under_a_simd_reduction_loses_the_pragma_and_a_reduction_k
     assert fixed.count("#pragma omp simd reduction") == 2  # row_max's and exp_row's stay
     assert "reduction(+ : s)\n    for (int64_t c = 0; c < cols; ++c) {\n        s += xr[c];" not in fixed
     assert "s += xr[c];\n        yr[c] = s;" in fixed  # the scan itself is untouched
+
+
+def test_a_double_literal_beside_a_float_in_std_max_becomes_a_float_literal():
+    """``std::max(v, 1e-12)`` with a float ``v`` does not compile (the template deduces float and
+    double); the model wrote it for l2_normalize's eps. The literal becomes ``1e-12f``."""
+    from kforge_desktop.csource.autofix import autofix
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    for (int64_t i = 0; i < rows * cols; ++i) out[i] = std::max(x[i], 1e-12) / std::min(2.5, x[i]);\n"
+              "}\n")
+    prelude = PRELUDE["cpp"]
+    fixed, notes = autofix(kernel, prelude, syntax_check(prelude + "\n" + kernel, "cpp"))
+    assert "std::max(x[i], 1e-12f)" in fixed and notes == ["float literal in std::max/min"]
+    for _ in range(2):  # each round fixes what the compiler reported
+        err = syntax_check(prelude + "\n" + fixed, "cpp")
+        if not err:
+            break
+        fixed = autofix(fixed, prelude, err)[0]
+    assert not syntax_check(prelude + "\n" + fixed, "cpp") and "std::min(2.5f, x[i])" in fixed
