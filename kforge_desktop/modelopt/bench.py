@@ -151,6 +151,22 @@ class BenchResult:
                  speedup_best=self.speedup_best, speedup_vs_compile_best=self.speedup_vs_compile_best)
         return d
 
+    def compile_verdict(self) -> str:
+        """What a user of torch.compile should do with the patched model, from torch.compile(patched)
+        against torch.compile(original) and the noise of the run: "" where either was not timed."""
+        r = self.compiled_patched_vs_compile
+        if r is None:
+            return ""
+        margin = max(self.noise, 0.01)
+        if r < 1 - margin:
+            return (f"Under torch.compile the kernels cost time ({r:.2f}x, beyond the ±{100 * margin:.0f}% noise): "
+                    "torch.compile(original) alone is faster here; each kernel stops torch.compile's fusion "
+                    "with the ops around it.")
+        if r > 1 + margin:
+            return f"Under torch.compile the kernels gain {100 * (r - 1):.0f}% beyond the ±{100 * margin:.0f}% noise."
+        return (f"Under torch.compile the kernels make no measurable difference ({r:.2f}x, within the "
+                f"±{100 * margin:.0f}% noise).")
+
     def summary(self) -> str:
         """One line: device medians (speedups on them), then the notes."""
         parts = [f"eager {self.eager.median_ms:.3f} ms"]
@@ -187,6 +203,9 @@ class BenchResult:
             vs.append(f"torch.compile(patched) vs torch.compile(original) {self.compiled_patched_vs_compile:.2f}x")
         if vs:
             lines.append("; ".join(vs) + " (device time)")
+        verdict = self.compile_verdict()
+        if verdict:
+            lines.append(verdict)
         for note in (self.compile_note if not self.compiled else "",
                      self.compiled_patched_note if not self.compiled_patched else ""):
             if note:
