@@ -74,8 +74,10 @@ def test_seeds_only_evaluates_the_seeds_without_a_model_and_no_memory_is_kept_in
     store = SessionStore(session)
     try:
         pid = store.problems()[0].id
-        best = store.best_node(pid)
-        assert best is not None and best.origin == "seed" and best.verdict.status == "ok"
+        # the seed's verdict, not whether its timing was clean: on a busy box it may be marked disturbed
+        seeds = [n for n in store.nodes(pid) if n.origin == "seed"]
+        assert seeds and all(n.verdict is not None and n.verdict.status == "ok" for n in seeds)
+        assert not [n for n in store.nodes(pid) if n.origin == "llm"]
         assert store.search_state(pid).config["memory"] is False
         assert store.search_state(pid).config["budget_candidates"] == 0
     finally:

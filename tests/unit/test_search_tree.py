@@ -27,12 +27,13 @@ def ok(s: float, **kw) -> Verdict:
 
 
 def node(i, parent, *, origin="llm", kind="whole", verdict=None, state=None, visits=0, value=0.0,
-         directive="", pinned=False, excluded=False) -> NodeRecord:
+         directive="", pinned=False, excluded=False, duplicate_of=None) -> NodeRecord:
     if state is None:
         state = "evaluated" if verdict is not None or origin == "root" else "pending"
     return NodeRecord(id=i, problem_id=1, parent_id=parent, origin=origin, state=state, language="cpp",
                       directive=directive, source="", kernel_source="", created_at=float(i), pinned=pinned,
-                      excluded=excluded, visits=visits, value=value, kind=kind, verdict=verdict)
+                      excluded=excluded, visits=visits, value=value, kind=kind, verdict=verdict,
+                      duplicate_of=duplicate_of)
 
 
 def test_reward_orders_failures_below_any_success_and_grows_with_speedup():
@@ -166,11 +167,14 @@ def test_directives_skip_what_already_failed_from_the_node():
     assert not picks & {"straightforward", "openmp_rows", "simd_inner"}
     tree = Tree([node(1, None, origin="root"), node(2, 1, verdict=ok(1.0), directive="a"),
                  node(3, 2, verdict=Verdict("incorrect", "wrong values"), directive="simd_inner@row_sum"),
-                 node(4, 2, state="duplicate", directive="float_math"), node(5, 2, verdict=ok(0.5), directive="x")])
-    assert tree.tried(2) == {"simd_inner@row_sum": "failed", "float_math": "failed", "x": "ok"}
+                 node(4, 2, state="duplicate", directive="float_math", duplicate_of=3),
+                 node(5, 2, verdict=ok(0.5), directive="x"),
+                 node(6, 2, state="duplicate", directive="fuse_epilogue")])  # the prompt's example, copied
+    assert tree.tried(2) == {"simd_inner@row_sum": "failed", "float_math": "failed", "x": "ok",
+                             "fuse_epilogue": "failed"}
     failed = dict(tree.failed_approaches(2))
     assert "incorrect" in failed["simd_inner@row_sum"] and "repeated" in failed["float_math"]
-    assert "slower" in failed["x"]
+    assert "slower" in failed["x"] and "handed the example kernel back unchanged" in failed["fuse_epilogue"]
 
 
 def test_directives_the_model_botched_elsewhere_in_the_tree_come_after_ones_it_carried_out():
