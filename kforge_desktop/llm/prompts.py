@@ -329,6 +329,13 @@ def verdict_feedback(verdict, limit_lines: int = 20) -> str:
                 "formula against the model's forward and the indexing of every array.")
     if verdict.status == "runtime_error":
         return f"It failed when run: {verdict.reason}"
+    if verdict.status == "crashed":
+        return (f"It crashed the process that ran it ({verdict.reason}). A kernel crashes when it reads or writes "
+                "outside an array: check every index against the sizes given for each argument above (an output "
+                "smaller than the input must not be written at the input's indices), and every loop bound.")
+    if verdict.status == "timeout":
+        return (f"It did not finish in time ({verdict.reason}): a loop that never ends, or far more work than the "
+                "operation needs (a loop over a whole row inside the loop over that row's values).")
     return f"{verdict.status}: {verdict.reason}"
 
 

@@ -253,6 +253,10 @@ def test_repair_feedback_quotes_the_compiler_error_or_the_mismatch():
     assert "std::rsqrt" in text and "error" in text
     text = prompts.verdict_feedback(Verdict("incorrect", "values differ", max_abs_err=0.5, rel_l2_err=0.2))
     assert "0.5" in text and "0.2" in text
+    # a crash or a timeout says what usually causes it, not only the signal
+    text = prompts.verdict_feedback(Verdict("crashed", "the worker process died running the candidate (SIGSEGV)"))
+    assert "SIGSEGV" in text and "outside an array" in text and "smaller than the input" in text
+    assert "never ends" in prompts.verdict_feedback(Verdict("timeout", "ran past 60 s"))
 
 
 def test_functions_nothing_calls_are_pruned():
