@@ -134,7 +134,7 @@ def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, gene
     row = collect(store, pid)
     row.update(different_from_seeds(store, pid, problem))
     row.update(half=half, problem=problem.name, seed=seed, budget=budget, model=model_name, max_tokens=max_tokens,
-               commit=_commit(),
+               commit=CODE_COMMIT,
                wall_s=wall, reason=finished.reason, session=os.path.relpath(session, ROOT), host=platform.node(),
                cores=os.cpu_count(), finished_at=time.time())
     store.close()
@@ -155,6 +155,9 @@ def _commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return head + ("+" if dirty else "")
+
+
+CODE_COMMIT = _commit()  # taken when the script starts: the code its searches import
 
 
 def _ratio(r: dict) -> float | None:
