@@ -15,6 +15,7 @@ numbers are what a user would get. Writes ``results/memory_effect/memory_effect.
 
     python benchmarks/memory_effect.py                      # first search 8 candidates, second seeds only
     python benchmarks/memory_effect.py --budget2 6          # and 6 LLM candidates each way
+    python benchmarks/memory_effect.py --reuse --budget2 6  # the same first search, the second ones again
     python benchmarks/memory_effect.py --report             # the table of the last run
 """
 
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--llm", default=None, help="GGUF (default: the default model)")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--reuse", action="store_true", help="keep the first search and its memory from the last run")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -104,16 +106,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         print(report(json.loads(result.read_text())))
         return 0
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
     memory_dir = out / "memory"
     llm = ["--llm", args.llm] if args.llm else []
-    first = optimize(FIRST, out / "first.kforge", memory_dir,
-                     ["--budget", str(args.budget1), "--seed", str(args.seed), *llm], out / "first.log")
-    first["problem"] = FIRST.stem
-    data = {"budget1": args.budget1, "budget2": args.budget2, "seed": args.seed, "first": first,
-            "remembered": remembered(memory_dir), "second": SECOND.stem}
+    if args.reuse and result.exists():
+        data = json.loads(result.read_text())
+        for name in ("second_memory", "second_no_memory"):
+            for suffix in (".kforge", ".kforge-wal", ".kforge-shm", ".log"):
+                (out / (name + suffix)).unlink(missing_ok=True)
+    else:
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        first = optimize(FIRST, out / "first.kforge", memory_dir,
+                         ["--budget", str(args.budget1), "--seed", str(args.seed), *llm], out / "first.log")
+        first["problem"] = FIRST.stem
+        data = {"budget1": args.budget1, "seed": args.seed, "first": first, "remembered": remembered(memory_dir),
+                "second": SECOND.stem}
+    data["budget2"] = args.budget2
     second = ["--seeds-only"] if args.budget2 == 0 else ["--budget", str(args.budget2), "--seed", str(args.seed), *llm]
     data["with_memory"] = optimize(SECOND, out / "second_memory.kforge", memory_dir, second, out / "second_memory.log")
     data["without_memory"] = optimize(SECOND, out / "second_no_memory.kforge", memory_dir, [*second, "--no-memory"],
