@@ -137,7 +137,14 @@ def run_bench(args) -> int:
     from ..modelopt.bench import bench_model, unpatched_copy
     from ..modelopt.integrate import integrate
     from ..modelopt.loader import ModelFileError
-    from ..modelopt.session import ModelSessionError, chosen_kernels, model_meta, not_used_line, reload_model
+    from ..modelopt.session import (
+        ModelSessionError,
+        chosen_kernels,
+        model_meta,
+        not_used_line,
+        not_used_summary,
+        reload_model,
+    )
 
     store = _open_model_session(args.session)
     device = args.device or model_meta(store).get("device", "cpu")
@@ -149,9 +156,7 @@ def run_bench(args) -> int:
         raise UserError(str(err)) from None
     chosen, reasons = chosen_kernels(store, profiled)
     if not chosen:
-        raise UserError("The session has no kernel to use for this model ("
-                        + ("; ".join(not_used_line(t, r) for t, r in sorted(reasons.items())[:3])
-                           or "no verified kernel") + ").")
+        raise UserError(f"The session has no kernel to use for this model ({not_used_summary(reasons)}).")
     original = None if args.no_compile else unpatched_copy(mf.model)
     integ = integrate(mf.model, profiled.analysis, chosen, list(mf.inputs), mf.make_inputs, device)
     reasons.update(integ.dropped)

@@ -149,6 +149,20 @@ def not_used_line(target: str, reason: str) -> str:
     return f"{target}: not used: {reason}"
 
 
+NO_VERIFIED = "no verified kernel"
+
+
+def not_used_summary(reasons: dict[str, str]) -> str:
+    """Every target whose kernel is not used, in one sentence part: the targets with a reason of
+    their own one by one, those with no verified kernel together (a model has few targets, so
+    nothing is cut: the one a user is looking for is never among the left-out)."""
+    own = [not_used_line(t, r) for t, r in sorted(reasons.items()) if r != NO_VERIFIED]
+    none = [t for t, r in sorted(reasons.items()) if r == NO_VERIFIED]
+    if none:
+        own.append(f"{NO_VERIFIED}: {', '.join(none)}")
+    return "; ".join(own) or NO_VERIFIED
+
+
 def accept_reason(node, pinned: bool) -> str | None:
     """Why the chosen node's kernel is not used (None: it is used). A pinned node is the user's
     choice; otherwise the kernel must be faster than torch.compile's code for the target (where
@@ -159,7 +173,7 @@ def accept_reason(node, pinned: bool) -> str | None:
         return None
     v = node.verdict
     if v is None or v.status != "ok" or v.speedup is None:
-        return "no verified kernel"
+        return NO_VERIFIED
     if node.origin == "seed" and node.directive == COMPILE_SEED:
         # the same kernels torch.compile makes: as a custom op it only wins eager time, and under
         # torch.compile(patched) it stops the fusion with the neighbouring ops (vision_stage_gpu's max
@@ -191,7 +205,7 @@ def chosen_kernels(store, profiled: Profiled) -> tuple[dict[str, ChosenKernel], 
         pinned = store.pinned_node(p.id)
         node = pinned or store.best_node(p.id)
         if node is None:
-            reasons[t.name] = "no verified kernel"
+            reasons[t.name] = NO_VERIFIED
             continue
         why = accept_reason(node, pinned is not None)
         if why:

@@ -16,7 +16,7 @@ from kforge_desktop.modelopt.loader import load_model_file
 from kforge_desktop.modelopt.problems import write_problem
 from kforge_desktop.modelopt.profile import profile_model
 from kforge_desktop.modelopt.runtime import fingerprint
-from kforge_desktop.modelopt.session import accept_reason, left_to_compile, not_used_line
+from kforge_desktop.modelopt.session import accept_reason, left_to_compile, not_used_line, not_used_summary
 from kforge_desktop.paths import RESOURCES
 
 RMS_KERNEL = (RESOURCES / "examples" / "kernels" / "llm_block_rms_norm.py").read_text()
@@ -154,6 +154,11 @@ def test_a_kernel_slower_than_torch_compile_is_left_to_it():
     assert left_to_compile(0.10, None) is None  # torch.compile not measured: nothing to compare with
     assert not_used_line("t01_rms_norm", left_to_compile(0.2, 0.1)) == \
         "left to torch.compile: t01_rms_norm (ours 0.2 ms vs torch.compile 0.1 ms)"
+    # the "no kernel to use" error names every target, whatever order the profile gave them: the one
+    # with a reason of its own first, those without a verified kernel together
+    reasons = {f"t0{i}_op": "no verified kernel" for i in range(1, 5)} | {"t05_rms_norm": left_to_compile(0.2, 0.1)}
+    assert not_used_summary(reasons) == ("left to torch.compile: t05_rms_norm (ours 0.2 ms vs torch.compile 0.1 ms); "
+                                         "no verified kernel: t01_op, t02_op, t03_op, t04_op")
 
     class Node:  # what the chooser reads of a session node
         def __init__(self, origin="llm", directive="whole", **kw):
