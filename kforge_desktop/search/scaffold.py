@@ -432,14 +432,18 @@ def kernel_from_answer(text: str, function: str = FUNCTION) -> str | None:
     return None if code is None else clean_kernel(code, function)
 
 
+MARKDOWN_FENCE = re.compile(r"^```[\w+-]*$")  # never C++ or CUDA
+
+
 def clean_kernel(code: str, function: str = FUNCTION) -> str:
     """Mechanical fixes that need no judgement: drop torch/pybind includes and bindings (the
-    scaffold does the binding), make sure the entry point is ``extern "C"``, and drop the SIMD
+    scaffold does the binding), drop a markdown fence left inside the code (an answer that opened
+    a second code block within the first), make sure the entry point is ``extern "C"``, and drop the SIMD
     reduction pragma of a loop that stores its running value (a scan: ``drop_scan_reductions``)."""
     lines = []
     for line in code.splitlines():
         s = line.strip()
-        if TORCH_INCLUDE.match(s):
+        if TORCH_INCLUDE.match(s) or MARKDOWN_FENCE.match(s):
             continue
         if s.startswith("using namespace torch") or s.startswith("namespace py ="):
             continue

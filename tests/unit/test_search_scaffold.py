@@ -21,7 +21,7 @@ from kforge_desktop.search.exemplars import (
     rank,
     seed_exemplars,
 )
-from kforge_desktop.search.scaffold import build_scaffold, clean_kernel, kernel_of_module
+from kforge_desktop.search.scaffold import build_scaffold, clean_kernel, kernel_from_answer, kernel_of_module
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "resources" / "problems"
 ALL = sorted(p.name for p in PROBLEMS.glob("*.py"))
@@ -219,6 +219,19 @@ def test_clean_kernel_makes_the_entry_point_extern_c_and_drops_torch():
     code = "#include <torch/extension.h>\nvoid kernel_forward(const float* x, float* out, int64_t n) { }\n"
     cleaned = clean_kernel(code)
     assert 'extern "C" void kernel_forward(' in cleaned and "torch" not in cleaned
+
+
+def test_an_answer_that_opens_a_second_code_block_inside_the_first_still_builds():
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    # what the small model wrote on cumsum_rows: its includes, then a second fence, then the kernel
+    answer = ("Here is the kernel:\n```cpp\n#include <cmath>\n#include <cstdint>\n```cpp\n\n"
+              'extern "C" void kernel_forward(const float* x, float* out, int64_t n) {\n'
+              "    for (int64_t i = 0; i < n; ++i) out[i] = std::fabs(x[i]);\n}\n```\n")
+    code = kernel_from_answer(answer)
+    assert "```" not in code and "kernel_forward" in code
+    assert syntax_check(PRELUDE["cpp"] + "\n" + code, "cpp") is None
 
 
 def test_prompts_carry_the_signature_exemplar_and_failures_and_fit_the_context():
