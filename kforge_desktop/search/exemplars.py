@@ -228,7 +228,32 @@ def best_exemplar(scaffold: Scaffold, source: str, memory: bool = True) -> tuple
     if not ranked or ranked[0][0] <= 0:
         return None
     score, ex, adapted = ranked[0]
-    return ex, adapted or ex.code
+    return ex, adapted or with_problem_signature(ex.code, scaffold)
+
+
+def _ctype(text: str) -> str:
+    return "".join(text.replace("__restrict__", "").split())
+
+
+def with_problem_signature(code: str, scaffold: Scaffold) -> str:
+    """An example of a nearby family declared with the problem's exact entry signature, where each
+    of its parameters is one of the problem's (same name and type, same order) and the problem only
+    adds some (a ``scale``, an ``eps``): the body is unchanged, the added parameters unused. The
+    default model keeps the example's parameter list: on dev/bias_leaky_relu_scale six of eight
+    answers dropped the problem's ``scale`` and failed the signature check. Any other example is
+    returned as written."""
+    found = parse_exports(code).get(scaffold.function)
+    if found is None:
+        return code
+    have = [(_ctype(t), n) for t, n in found[1]]
+    want = [(_ctype(a.ctype), a.name) for a in scaffold.args]
+    if scaffold.language == "cuda":
+        want.append(("cudaStream_t", "stream"))
+    it = iter(want)
+    if len(have) >= len(want) or not all(p in it for p in have):  # not an ordered subset
+        return code
+    m = re.search(rf'extern\s+"C"\s+(?:__host__\s+)?void\s+{re.escape(scaffold.function)}\s*\([^)]*\)', code)
+    return code if m is None else code[: m.start()] + scaffold.signature() + code[m.end():]
 
 
 # operators applied to every output value, as C expressions of the value ``v`` (per language): when an

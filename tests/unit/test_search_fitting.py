@@ -209,3 +209,23 @@ def test_a_residual_added_before_the_norm_is_named_in_the_directive():
     notes = differences(exemplar_named("rms_norm", "cpp"), scaffold, p.source)
     assert any("first adds `skip`" in n and "h[i] + skip[i]" in n for n in notes), notes
     assert not any("also takes `skip`" in n for n in notes)
+
+
+def test_a_nearby_example_is_shown_with_the_problems_signature():
+    """A leaky-ReLU chain with a scale is shown the bias + GELU example (no exact fit) declaring the
+    problem's parameters, `scale` included: the default model keeps the example's parameter list, and
+    an answer that did so failed the signature check. The body is the example's: it builds and runs
+    as the problem's kernel (computing bias + GELU, which the directive says to change)."""
+    from kforge_desktop.search.answers import signature_mismatch
+
+    scaled = problem("bias_leaky_scale", "        self.bias = nn.Parameter(torch.randn(64))\n        self.scale = 1.5", '''
+    def forward(self, x):
+        return F.leaky_relu(x + self.bias, 0.2) * self.scale''', "[torch.randn(8, 64)]")
+    scaffold = build_scaffold(scaled)
+    assert "float scale" in scaffold.signature()
+    ex, code = best_exemplar(scaffold, scaled.source)
+    assert ex.name == "bias_gelu_erf" and not seed_exemplars(scaffold, scaled.source)
+    assert scaffold.signature() + " {" in code and signature_mismatch(scaffold, code) is None
+    assert scaffold.signature() not in ex.code  # the exemplar itself is unchanged
+    ref, got = _outputs(scaled, code)
+    assert got.shape == ref.shape and torch.isfinite(got).all()
