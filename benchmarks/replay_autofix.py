@@ -7,6 +7,9 @@ the recorded ones, so this measures a change to the fixes without new LLM calls,
 rerun it on the published sessions:
 
     python benchmarks/replay_autofix.py benchmarks/results/search/sessions/*-mcts-*.kforge
+    python benchmarks/replay_autofix.py benchmarks/results/generalize/*_sessions/dev/*.kforge
+
+(Each session's problem is the one it recorded, so a session of any problem file can be replayed.)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.problem.problem import Problem
     from kforge_desktop.search.answers import autofix_kernel
     from kforge_desktop.search.scaffold import build_scaffold
     from kforge_desktop.store import SessionStore
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.sessions:
             store = SessionStore(path)
             record = store.problems()[0]
-            problem = load_problem(ROOT / "resources" / "problems" / f"{record.name}.py")
+            problem = Problem(name=record.name, source=record.source, path=None)  # as the session recorded it
             scaffold = build_scaffold(problem, "cpp")
             for n in store.nodes(record.id):
                 if n.origin != "llm" or n.verdict is None:

@@ -149,6 +149,43 @@ def _unconst_assigned(lines: list[str], idx: int, name: str) -> bool:
     return False
 
 
+_CONST_TO_MUTABLE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):(\d+): error: invalid conversion from [‘'`]const \w+\s*\*[’'`] "
+                                   r"to [‘'`]\w+\s*\*[’'`]")
+
+
+def _writable_params(text: str, entry: str) -> set[str]:
+    """The entry point's pointer parameters it may write through (its outputs)."""
+    m = re.search(rf'extern\s+"C"[^;{{(]*\b{re.escape(entry)}\s*\(([^)]*)\)', text)
+    if m is None:
+        return set()
+    out = set()
+    for piece in m.group(1).split(","):
+        words = re.findall(r"\w+", piece)
+        if "*" in piece and "const" not in words and words:
+            out.add(words[-1])
+    return out
+
+
+def _unconst_output_pointer(lines: list[str], idx: int, col: int, outputs: set[str]) -> bool:
+    """``const float* yr = out + r * cols;`` passed where a ``float*`` is wanted: a pointer into an
+    output the kernel writes is not const (the const goes; the helper's parameter stays writable)."""
+    line = lines[idx]
+    m = re.match(r"\w+", line[col:]) if 0 <= col < len(line) else None
+    span = _function_span(lines, idx) if m else None
+    if m is None or span is None:
+        return False
+    decl = re.compile(rf"\b(const\s+)?(\w+\s*\*\s*(?:__restrict__\s+)?{re.escape(m.group(0))}\s*=\s*([^;]*);)")
+    for k in range(idx, span[0] - 1, -1):
+        d = decl.search(lines[k])
+        if d:
+            if not set(re.findall(r"\w+", d.group(3))) & outputs:
+                return False
+            if d.group(1):  # (without it: already made writable for another call of this round)
+                lines[k] = lines[k][: d.start()] + d.group(2) + lines[k][d.end():]
+            return True
+    return False
+
+
 def _line_offset(prelude: str) -> int:
     return (prelude + "\n").count("\n") if prelude else 0
 
@@ -186,7 +223,8 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``;
     - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
       undeclared name (dropped);
-    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``).
+    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``);
+    - a pointer into an output declared ``const`` and passed to a helper that writes through it.
 
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
     ``entry`` is the kernel's ``extern "C"`` entry point, which needs no forward declaration.
@@ -202,7 +240,17 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
                 lines[idx] = fixed
                 if "const pointers" not in notes:
                     notes.append("const pointers")
+    outputs = _writable_params(kernel, entry)
+    handled = []  # the errors fixed at the argument: a pointer into an output declared const
+    for m in _CONST_TO_MUTABLE_ERR.finditer(errors):
+        idx, col = int(m.group(1)) - 1 - offset, int(m.group(2)) - 1
+        if 0 <= idx < len(lines) and _unconst_output_pointer(lines, idx, col, outputs):
+            handled.append((m.start(), m.end()))
+            if "const dropped from a pointer into the output" not in notes:
+                notes.append("const dropped from a pointer into the output")
     for m in _CONST_ARG_NOTE.finditer(errors):  # a const input passed to a helper's non-const parameter
+        if any(a <= m.start() < b for a, b in handled):
+            continue
         idx, col = int(m.group(1)) - 1 - offset, int(m.group(2)) - 1
         if 0 <= idx < len(lines):
             params = list(re.finditer(r"(?<![\w\s])(\s*)(float|double|int|int64_t)(\s*\*)", lines[idx]))

@@ -437,6 +437,34 @@ def test_autofix_makes_a_helper_parameter_const_when_a_const_input_is_passed_to_
     assert syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp") is None
 
 
+def test_autofix_makes_a_pointer_into_the_output_writable_instead_of_the_helpers_that_write_it(build_cache):
+    """Recorded on dev/causal_scaled_softmax: the output row declared `const float* yr = out + ...`
+    and passed to two helpers that write it. Making their parameters const (the fix for a const
+    input) cannot compile; the const of the output pointer is what goes, and the kernel is right."""
+    from kforge_desktop.csource.autofix import autofix
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    kernel = ("static inline float exp_row(const float* xr, float* yr, int64_t n) {\n    float s = 0.0f;\n"
+              "    for (int64_t c = 0; c < n; ++c) { yr[c] = std::exp(xr[c]); s += yr[c]; }\n    return s;\n}\n"
+              "static inline void scale_row(float* yr, float k, int64_t n) {\n"
+              "    for (int64_t c = 0; c < n; ++c) yr[c] *= k;\n}\n"
+              'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    for (int64_t r = 0; r < rows; ++r) {\n        const float* xr = x + r * cols;\n"
+              "        const float* yr = out + r * cols;\n        const float s = exp_row(xr, yr, cols);\n"
+              "        scale_row(yr, 1.0f / s, cols);\n    }\n}\n")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")
+    assert err.count("invalid conversion from") == 2
+    fixed, notes = autofix(kernel, PRELUDE["cpp"], err)
+    assert notes == ["const dropped from a pointer into the output"], notes
+    assert "        float* yr = out + r * cols;" in fixed and "const float* xr = x + r * cols;" in fixed
+    assert "exp_row(const float* xr, float* yr" in fixed and "scale_row(float* yr" in fixed
+    assert syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp") is None
+    softmax = load_problem(PROBLEMS / "softmax.py")  # what the fixed kernel computes, built for real
+    ref, got = _outputs(softmax, build_scaffold(softmax), fixed, "unconst_out")
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-4)
+
+
 def test_autofix_declares_the_tile_size_the_blocking_pattern_uses_and_keeps_the_parallel_loop():
     """cache_blocking's pattern declares `const int64_t tile = 8;`; the default model used `tile`
     without it in 7 of 25 compile errors of the measured searches."""
