@@ -338,13 +338,17 @@ def output_writer(code: str, scaffold: Scaffold) -> str:
 # one without defining it gets the exemplar's definition
 SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax"}}
 PROVIDED = "provided (a float exp that vectorizes): call it, do not define it"  # how prompts name them
+_PROVIDED_LINE = re.compile(rf"^[^\n]*{re.escape(PROVIDED)}[^\n]*(?:\n|$)", re.M)
 
 
 def provide_helpers(kernel: str, language: str, library: tuple[Exemplar, ...] | None = None) -> tuple[str, list[str]]:
     """``kernel`` with the definition of every shared helper it calls but does not define, placed
     above the first function that calls it; and the names added. ``library``: the exemplars to take
-    the definitions from (default: the loaded ones)."""
+    the definitions from (default: the loaded ones). The prompt's one-line stand-in for a helper
+    (``collapse_helpers``) is dropped wherever the answer copied it: without its ``//`` (seen on
+    dev/causal_scaled_softmax) it is a prototype followed by words, which does not compile."""
     added = []
+    kernel = _PROVIDED_LINE.sub("", kernel)
     for name, source in SHARED_HELPERS.get(language, {}).items():
         if not re.search(rf"(?<![\w.:]){name}\s*\(", kernel) or function_text(kernel, name) is not None:
             continue

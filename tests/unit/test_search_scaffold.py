@@ -152,8 +152,11 @@ def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(nam
     assert "fast_exp(float x);  provided" in shown and "12582912.0f" in code and "12582912.0f" not in shown
     assert len(shown.splitlines()) <= len(code.splitlines()) - 18
     kernel, added = provide_helpers(shown, "cpp")
-    assert added == ["fast_exp"]
+    assert added == ["fast_exp"] and "provided" not in kernel
     assert torch.allclose(*_outputs(problem, scaffold, kernel, f"shown_{problem.name}"), atol=1e-5, rtol=1e-4)
+    # the stand-in copied without its "//" (a prototype followed by words: seen on a causal softmax)
+    uncommented = shown.replace("// static inline float fast_exp", "static inline float fast_exp")
+    assert uncommented != shown and provide_helpers(uncommented, "cpp") == (kernel, ["fast_exp"])
 
 
 def test_retrieval_ranks_the_same_family_first():
