@@ -246,14 +246,19 @@ def expected_rate(d: Directive, record: dict[str, tuple[int, int]] | None = None
 
 def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False,
                      kernel: str = "", aten_ops: tuple[str, ...] = (),
-                     record: dict[str, tuple[int, int]] | None = None) -> Directive:
+                     record: dict[str, tuple[int, int]] | None = None,
+                     attempts: dict[str, int] | None = None) -> Directive:
     """The next directive for a node, given what was tried from it (key -> outcome: ok | failed | pending).
 
     Order: the correctness-first directive for a node's very first expansion when ``first``; then
     directives never tried from this node, the ones the model is likeliest to carry out correctly
     first (``record``: key -> (correct, evaluated) elsewhere in the tree, ranked by (correct + 2 *
     prior) / (evaluated + 2); a seeded random order among equals); then ones that worked before from
-    this node (worth refining again); failed ones only when nothing else is left."""
+    this node (worth refining again); failed ones only when nothing else is left. Among those asked
+    before, the one asked the fewest times from this node comes first (``attempts``: key -> answers
+    from this node, duplicates included): asked the same thing again, the default model hands the
+    kernel back unchanged (dev/cumsum_rows: one directive asked four times of one node, three
+    duplicates)."""
     tried = {k.split("@")[0]: v for k, v in tried.items()}
     if first and language in CORRECT_FIRST and CORRECT_FIRST[language].key not in tried:
         return CORRECT_FIRST[language]
@@ -266,7 +271,11 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
     if untried:
         return untried[0]
+    counts: dict[str, int] = {}
+    for k, n in (attempts or {}).items():
+        counts[k.split("@")[0]] = counts.get(k.split("@")[0], 0) + n
     fits = [d for d in pool if not kernel or applicable(d.key, kernel, aten_ops)] or pool
+    fits.sort(key=lambda d: counts.get(d.key, 0))  # stable: the rate order among equals
     worked = [d for d in fits if tried.get(d.key) == "ok"]
     if worked:
         return worked[0]

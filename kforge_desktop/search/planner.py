@@ -16,6 +16,7 @@ decided here too (``limit_reached``).
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -228,7 +229,9 @@ class Planner:
             tried = tree.tried(node_id)
             d = choose_directive(lang, open_tried(tried, functions, FUNCTION) if full else tried, rng,
                                  first=node.origin == "root", kernel=full.kernel_source if full else "",
-                                 aten_ops=scaffold.aten_ops if scaffold else (), record=tree.directive_record())
+                                 aten_ops=scaffold.aten_ops if scaffold else (), record=tree.directive_record(),
+                                 attempts=Counter(k.directive for k in tree.children(node_id, counted=False)
+                                                  if k.directive))
         if kind == "edit":
             target = edit_target(functions, d.key, FUNCTION, rng, tried)
             key = d.key if target == FUNCTION else f"{d.key}@{target}"

@@ -442,3 +442,20 @@ def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kerne
     tried = {d.key: "failed" for d in DIRECTIVES["cpp"]}
     picks = {choose_directive("cpp", tried, random.Random(s), kernel=no_rows).key for s in range(20)}
     assert picks and all(applicable(k, no_rows) for k in picks) and "cache_blocking" not in picks
+
+
+def test_when_every_directive_was_asked_the_least_asked_comes_next():
+    """Recorded on dev/cumsum_rows: every directive that fits a node had been asked of it, and the
+    same one was asked three more times, each answer the node's kernel unchanged (a duplicate).
+    Asked again, the directive asked the fewest times from the node comes first."""
+    tried = {d.key: "failed" for d in DIRECTIVES["cpp"]}
+    first = choose_directive("cpp", tried, random.Random(0))
+    attempts = {d.key: 1 for d in DIRECTIVES["cpp"]} | {first.key: 4}
+    seen = [choose_directive("cpp", tried, random.Random(0), attempts=attempts).key]
+    for _ in range(len(DIRECTIVES["cpp"]) - 2):  # each asked once more before any a third time
+        attempts[seen[-1]] += 1
+        seen.append(choose_directive("cpp", tried, random.Random(0), attempts=attempts).key)
+    assert first.key not in seen and len(set(seen)) == len(seen) == len(DIRECTIVES["cpp"]) - 1
+    # a directive that worked from the node still comes before the failed ones
+    worked = tried | {first.key: "ok"}
+    assert choose_directive("cpp", worked, random.Random(0), attempts=attempts).key == first.key
