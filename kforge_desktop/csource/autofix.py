@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .items import ENTRY, split_items
+from .items import ENTRY, function_head, split_items
 
 _CONST_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: invalid conversion from [‘'`]const (\w+)\s*\*[’'`] to "
                         r"[‘'`](\w+)\s*\*[’'`]")
@@ -155,7 +155,8 @@ _CONST_TO_MUTABLE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):(\d+): error: inva
 
 def _writable_params(text: str, entry: str) -> set[str]:
     """The entry point's pointer parameters it may write through (its outputs)."""
-    m = re.search(rf'extern\s+"C"[^;{{(]*\b{re.escape(entry)}\s*\(([^)]*)\)', text)
+    head = function_head(text, entry)
+    m = re.search(r"\(([^)]*)\)", head) if head else None
     if m is None:
         return set()
     out = set()
