@@ -54,6 +54,17 @@ def test_model_path() -> Path:
     return Path(path)
 
 
+@pytest.fixture(autouse=True)
+def own_kernel_memory(tmp_path_factory, monkeypatch) -> Path:
+    """Each test's kernel memory is its own: a search in one test that verifies a kernel remembers
+    it, and a later test's retrieval would then pick that kernel over our exemplars (seen on CI:
+    a softmax kernel remembered at 1.20x became the seed of five later tests). Module-scoped
+    fixtures still share the run's memory above."""
+    d = tmp_path_factory.mktemp("memory")
+    monkeypatch.setenv("KFORGE_MEMORY_DIR", str(d))
+    return d
+
+
 @pytest.fixture()
 def build_cache(tmp_path, monkeypatch) -> Path:
     """A private kernel build cache, so a test's builds are its own."""

@@ -39,7 +39,6 @@ def test_seeds_only_puts_the_exemplar_kernels_into_a_model_without_loading_any_m
     builds) and puts the verified ones back, with no LLM at all: here the default model path does not
     even exist. The functional GroupNorm (+ SiLU) targets of the diffusion block get their exemplars."""
     monkeypatch.setenv("KFORGE_MODEL", str(tmp_path / "no_such_model.gguf"))
-    monkeypatch.setenv("KFORGE_MEMORY_DIR", str(tmp_path / "memory"))  # no kernel other tests remembered
     session = tmp_path / "seeds.kforge"
     assert kforge(["optimize", str(EX / "diffusion_block.py"), "--seeds-only", "--device", "cpu",
                    "--session", str(session), "--json"]) == 0
