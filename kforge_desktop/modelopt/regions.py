@@ -38,25 +38,47 @@ def _single_user(node: fx.Node) -> fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
+def _is_matmul(node: fx.Node, fam: dict[str, str]) -> bool:
+    return fam.get(node.name) == "linear" and op_name(node) in _MATMUL
+
+
+def _scores_path(node: fx.Node, fam: dict[str, str], depth: int = 8) -> bool:
+    """True when ``node`` is a matmul, or single-use elementwise ops lead back to one (the scores)."""
+    if depth == 0 or _single_user(node) is None:
+        return False
+    if _is_matmul(node, fam):
+        return True
+    return fam.get(node.name) == "elementwise" and any(
+        _scores_path(a, fam, depth - 1) for a in node.all_input_nodes)
+
+
 def _attention_core(softmax: fx.Node, fam: dict[str, str]) -> list[fx.Node] | None:
-    """matmul -> elementwise* -> softmax -> free* -> matmul, each link used once; else None."""
+    """matmul -> elementwise* -> softmax -> free* -> matmul, each link used once; else None.
+    An elementwise link may take a second elementwise input used only there — the mask an attention
+    builds in ``forward`` (``ones(t, t).triu(1)`` for ``masked_fill``): it joins the region, so the
+    kernel computes the mask and its own input is what the mask is made from."""
     core = [softmax]
     cur = softmax.args[0] if softmax.args else None
     while True:
         if not isinstance(cur, fx.Node) or _single_user(cur) is None:
             return None
         core.append(cur)
-        if fam.get(cur.name) == "linear" and op_name(cur) in _MATMUL:
+        if _is_matmul(cur, fam):
             break
         if fam.get(cur.name) != "elementwise":
             return None
         cands = [a for a in cur.all_input_nodes
                  if _single_user(a) is cur and fam.get(a.name) in ("linear", "elementwise")]
-        matmuls = [a for a in cands if fam[a.name] == "linear" and op_name(a) in _MATMUL]
-        if matmuls:
-            cur = matmuls[0]
-        elif len(cands) == 1:
+        matmuls = [a for a in cands if _is_matmul(a, fam)]
+        scores = matmuls or [a for a in cands if _scores_path(a, fam)]
+        if len(cands) == 1:
             cur = cands[0]
+        elif len(scores) == 1 and len(cands) == 2:
+            side = next(a for a in cands if a is not scores[0])
+            if any(fam.get(a.name) in ("linear", "elementwise") for a in side.all_input_nodes):
+                return None  # a mask computed in more than one step: not attention's pattern
+            core.append(side)
+            cur = scores[0]
         else:
             return None
     cur = softmax
@@ -64,7 +86,7 @@ def _attention_core(softmax: fx.Node, fam: dict[str, str]) -> list[fx.Node] | No
         user = _single_user(cur)
         if user is None:
             return None
-        if fam.get(user.name) == "linear" and op_name(user) in _MATMUL and user.args and user.args[0] is cur:
+        if _is_matmul(user, fam) and user.args and user.args[0] is cur:
             core.append(user)
             return core
         if fam.get(user.name) != "free":

@@ -36,7 +36,9 @@ import contextlib
 import hashlib
 import itertools
 import math
+import os
 import sys
+import tempfile
 import types
 
 import torch
@@ -254,12 +256,25 @@ def load_kernel(source: str, name: str):
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     mod_name = f"kforge_kernel_{name}_{digest}"
     module = types.ModuleType(mod_name)
-    module.__file__ = f"<kernel {name}>"
+    module.__file__ = _kernel_file(source, mod_name)  # a real file: Triton's @jit reads its source back
     sys.modules[mod_name] = module
-    exec(compile(source, f"<kernel {name}>", "exec"), module.__dict__)
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
     model_new = module.ModelNew()
     model_new.eval()
     return model_new.forward
+
+
+def _kernel_file(source: str, mod_name: str) -> str:
+    """``source`` written once to a per-user folder under the system's temporary directory."""
+    folder = os.path.join(tempfile.gettempdir(), f"kforge-kernels-{os.getuid() if hasattr(os, 'getuid') else 0}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{mod_name}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    return path
 
 
 def _exec_function(source: str, env: dict, label: str):

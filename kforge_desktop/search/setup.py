@@ -16,6 +16,7 @@ from collections.abc import Callable
 from ..csource.normalize import normalize_code
 from ..problem.problem import Problem
 from ..store import SearchState, SessionStore
+from .attention_seed import EXEMPLAR_NAME, attention_module
 from .config import SearchConfig
 from .exemplars import epilogue_missing, seed_exemplars
 from .planner import Tally
@@ -118,6 +119,8 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
                     kernel_source=code, directive=f"exemplar:{exemplar.name}",
                     norm_code=normalize_code(code, language), note=note,
                 )
+        if config.seeds and config.device.startswith("cuda"):
+            _add_attention_seed(store, problem_id, root_id, problem)
         if config.seeds and config.compile_seed and config.device.startswith("cuda"):
             _add_compile_seed(store, problem_id, root_id, problem, config.device)
         store.save_search_state(search_state(problem_id, config, Tally(), "new"))
@@ -152,6 +155,17 @@ def search_state(problem_id: int, config: SearchConfig, tally: Tally, status: st
         budget_minutes=config.budget_minutes, seed=config.seed, rng_state=tally.to_saved(), config=config.to_dict(),
         status=status, elapsed_s=elapsed_s,
     )
+
+
+def _add_attention_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem) -> None:
+    """The flash-attention exemplar (Triton), where the problem's forward is an attention it computes."""
+    source = attention_module(problem.source)
+    if source is None:
+        return
+    store.add_node(problem_id, root_id, "seed", "seed", "triton", source=source, kernel_source=source,
+                   directive=f"exemplar:{EXEMPLAR_NAME}", norm_code=normalize_code(source, "python"),
+                   note="exemplar attention: softmax(scale · a @ b, masked) @ v in one pass (flash attention), "
+                        "the score matrix never written; fp32 products as three TF32 products on the tensor cores")
 
 
 def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem, device: str) -> None:
