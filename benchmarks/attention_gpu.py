@@ -104,23 +104,8 @@ def run_problem(name: str, clock) -> dict:
         row["compile_ms"] = clock.measure(lambda: compiled(*inputs))[0]
         row["sdpa_ms"] = clock.measure(sdpa_fn(name, inputs[0]))[0]
         row["seed_ms"] = clock.measure(lambda: ours(*inputs))[0]
-        row["kmajor_ms"] = clock.measure(kmajor_fn(name, inputs[0], seed))[0]
     return row
 
-
-def kmajor_fn(name: str, x, seed):
-    """The exemplar on copies of q, k and v laid out with each product's reduced dimension innermost
-    (the layout the tensor cores read TF32 operands in), the copies included in the time."""
-    if name == "spatial":
-        q, k, v = x.chunk(3, dim=1)
-        b, c, h, w = q.shape
-        q, k, v = (t.reshape(b, c, h * w) for t in (q, k, v))
-        return lambda: seed.attention(q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous().transpose(1, 2),
-                                      v.transpose(1, 2), scale=0.0625)
-    q, k, v = x.view(4, 1024, 3, 16, 128).permute(2, 0, 3, 1, 4).unbind(0)
-    ones = x.new_ones(1024, 1024, dtype=bool)
-    return lambda: seed.attention(q, k.transpose(-2, -1), v.transpose(-2, -1).contiguous().transpose(-2, -1),
-                                  scale=0.08838834764831845, mask=ones, mask_kind=2, diag=1)
 
 
 def main(argv: list[str] | None = None) -> int:
