@@ -59,9 +59,12 @@ def profile_model(
     compare_compile: bool = False,
     rates: DeviceRates | None = None,
     progress=None,
+    masked_attention: bool | None = None,
 ) -> Profiled:
     """Profile ``model`` on ``inputs`` (see module doc). ``compare_compile`` also times each
-    target alone under torch.compile (slow on a small CPU: one compile per target variant)."""
+    target alone under torch.compile (slow on a small CPU: one compile per target variant).
+    ``masked_attention``: an attention with its mask built in ``forward`` is one target (default:
+    on a GPU; ``regions.find_regions``)."""
     say = progress or (lambda msg: None)
     model.eval()
     sync = device.startswith("cuda")
@@ -82,7 +85,7 @@ def profile_model(
         with instrumented(states, session, untraced):
             model(*inputs)  # the naming run
             for st in states:
-                st.set_regions(find_regions(st.unit.gm, st.fam))
+                st.set_regions(find_regions(st.unit.gm, st.fam, sync if masked_attention is None else masked_attention))
             session.start_capture(states)
             model(*inputs)  # inputs, bytes and FLOPs of each region variant
             session.start_timing(states)

@@ -52,11 +52,11 @@ def _scores_path(node: fx.Node, fam: dict[str, str], depth: int = 8) -> bool:
         _scores_path(a, fam, depth - 1) for a in node.all_input_nodes)
 
 
-def _attention_core(softmax: fx.Node, fam: dict[str, str]) -> list[fx.Node] | None:
+def _attention_core(softmax: fx.Node, fam: dict[str, str], masks: bool = True) -> list[fx.Node] | None:
     """matmul -> elementwise* -> softmax -> free* -> matmul, each link used once; else None.
-    An elementwise link may take a second elementwise input used only there — the mask an attention
-    builds in ``forward`` (``ones(t, t).triu(1)`` for ``masked_fill``): it joins the region, so the
-    kernel computes the mask and its own input is what the mask is made from."""
+    With ``masks``, an elementwise link may take a second elementwise input used only there — the
+    mask an attention builds in ``forward`` (``ones(t, t).triu(1)`` for ``masked_fill``): it joins the
+    region, so the kernel computes the mask and its own input is what the mask is made from."""
     core = [softmax]
     cur = softmax.args[0] if softmax.args else None
     while True:
@@ -73,7 +73,7 @@ def _attention_core(softmax: fx.Node, fam: dict[str, str]) -> list[fx.Node] | No
         scores = matmuls or [a for a in cands if _scores_path(a, fam)]
         if len(cands) == 1:
             cur = cands[0]
-        elif len(scores) == 1 and len(cands) == 2:
+        elif masks and len(scores) == 1 and len(cands) == 2:
             side = next(a for a in cands if a is not scores[0])
             if any(fam.get(a.name) in ("linear", "elementwise") for a in side.all_input_nodes):
                 return None  # a mask computed in more than one step: not attention's pattern
@@ -150,8 +150,11 @@ def _mutated_inside(members: list[fx.Node], region: set[fx.Node], nodes: list[fx
     return False
 
 
-def find_regions(gm: fx.GraphModule, fam: dict[str, str]) -> list[Region]:
-    """Regions of ``gm``; ``fam`` maps node name -> family (from ``ops.family`` on a real run)."""
+def find_regions(gm: fx.GraphModule, fam: dict[str, str], masked_attention: bool = True) -> list[Region]:
+    """Regions of ``gm``; ``fam`` maps node name -> family (from ``ops.family`` on a real run).
+    ``masked_attention``: an attention whose mask is built in ``forward`` is one region (on a GPU,
+    where the attention exemplar computes it); without, its masked softmax is a region of its own
+    (on a CPU, where the masked-softmax exemplar computes that and no attention kernel exists)."""
     nodes = list(gm.graph.nodes)
     order = {n: i for i, n in enumerate(nodes)}
     taken: set[fx.Node] = set()
@@ -159,7 +162,7 @@ def find_regions(gm: fx.GraphModule, fam: dict[str, str]) -> list[Region]:
 
     for n in nodes:  # 1. attention patterns
         if fam.get(n.name) == "softmax" and n not in taken:
-            core = _attention_core(n, fam)
+            core = _attention_core(n, fam, masked_attention)
             if core and not (set(core) & taken):
                 region = set(core)
                 _grow(region, ("free",), fam, taken)

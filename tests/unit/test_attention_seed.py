@@ -36,14 +36,18 @@ def evaluator(tmp_path_factory):
         yield ev
 
 
-def _attention_problem(name: str, tmp_path: Path):
+def _small_model(name: str, tmp_path: Path):
     model_args, input_args = SMALL[name]
     path = tmp_path / f"{name}_small.py"
     path.write_text(f"import sys\nsys.path.insert(0, {str(EXAMPLES)!r})\nimport {name} as example\n\n\n"
                     f"def get_model():\n    return example.get_model(**{model_args!r})\n\n\n"
                     f"def get_inputs(device='cpu'):\n    return example.get_inputs(device=device, **{input_args!r})\n")
-    mf = load_model_file(path)
-    p = profile_model(mf.model, list(mf.inputs), name=mf.name, runs=1)
+    return load_model_file(path)
+
+
+def _attention_problem(name: str, tmp_path: Path):
+    mf = _small_model(name, tmp_path)
+    p = profile_model(mf.model, list(mf.inputs), name=mf.name, runs=1, masked_attention=True)  # as on a GPU
     attention = [t for t in p.profile.targets if t.kind == "attention"]
     assert len(attention) == 1, [(t.kind, t.ops) for t in p.profile.targets]
     (target,) = attention
@@ -56,6 +60,14 @@ def test_a_causal_attention_with_its_mask_built_in_forward_is_one_target(tmp_pat
     # q @ k^T, the scale, the mask (ones(t, t).triu(1), made in forward), masked_fill, softmax, @ v
     assert target.ops == ("matmul", "mul", "triu", "masked_fill", "softmax", "matmul")
     assert "masked_fill" in problem.source and "triu" in problem.source
+
+
+def test_on_a_cpu_the_masked_softmax_stays_a_target_of_its_own(tmp_path):
+    """No attention kernel runs on a CPU; the masked softmax has a C++ exemplar there."""
+    mf = _small_model("llm_block_gpu", tmp_path)
+    kinds = {t.kind: t for t in profile_model(mf.model, list(mf.inputs), name=mf.name, runs=1).profile.targets}
+    assert "attention" not in kinds
+    assert {"triu", "masked_fill", "softmax"} <= set(kinds["softmax"].ops)
 
 
 @pytest.mark.parametrize("name", ["llm_block_gpu", "diffusion_block_gpu"])
