@@ -60,7 +60,10 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
         ctx = prompts.PromptContext(kind="whole", directive=exp.directive_text, **common)
         if config.exemplars and scaffold is not None:
             found = best_exemplar(scaffold, problem_source, memory=config.memory)
-            if found:
+            # once an answer handed the example of a nearby family back unchanged, the default model
+            # copies it again whatever the prompt says (docs/benchmarks.md: the dev half's duplicates):
+            # later whole kernels are asked without it, from the problem itself
+            if found and not tree.copied_example(exp.parent_id):
                 ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about)
                 ctx = with_differences(ctx, found[0], scaffold, problem_source, language)
         return ctx

@@ -159,6 +159,12 @@ class Tree:
             ok += n.verdict is not None and n.verdict.status == "ok"
         return ok, total
 
+    def copied_example(self, node_id: int) -> bool:
+        """Whether a whole kernel asked of ``node_id`` handed back the example of a nearby family
+        unchanged (a duplicate of no node: ``answers.COPIED_EXAMPLE``)."""
+        return any(k.kind == "whole" and k.state == "duplicate" and k.duplicate_of is None
+                   for k in self.children(node_id, counted=False))
+
     def failed_approaches(self, node_id: int) -> list[tuple[str, str]]:
         """(directive, what went wrong) for the node's children that did not work."""
         out = []
@@ -169,7 +175,8 @@ class Tree:
                 out.append((k.directive, "the answer had no usable code"))
             elif k.state == "duplicate" and k.duplicate_of is None:
                 out.append((k.directive, "the answer handed the example kernel back unchanged, but the example "
-                                         "computes something else: change it where this model differs"))
+                                         "computes something else (it is not shown again): write what this model "
+                                         "computes"))
             elif k.state == "duplicate":
                 out.append((k.directive, "the answer repeated an earlier kernel unchanged"))
             elif k.verdict is not None and k.verdict.status != "ok":

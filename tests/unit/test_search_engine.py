@@ -214,10 +214,10 @@ def get_init_inputs():
 '''
 
 
-def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_the_next_prompt_says_so(tmp_path, evaluator):
+def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_is_not_shown_again(tmp_path, evaluator):
     """A problem no exemplar fits (a cumulative sum) is shown the nearest family's kernel (row softmax).
     An answer that is that kernel unchanged is known to be wrong: it is not built or counted, and the
-    next prompt tells the model what was wrong with it."""
+    next prompt tells the model what was wrong with it and no longer shows that kernel."""
     from kforge_desktop.problem.problem import Problem
 
     problem = Problem(name="cumsum", source=CUMSUM, path=str(tmp_path / "cumsum.py"))
@@ -228,7 +228,11 @@ def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_the_next_p
     model = _EchoExample()
     SearchEngine(store, pid, model, evaluator, config).run()
     answers = [n for n in store.nodes(pid) if n.origin == "llm"]
-    assert answers and all(n.state == "duplicate" and n.duplicate_of is None and n.verdict is None for n in answers)
+    first = answers[0]
+    assert first.state == "duplicate" and first.duplicate_of is None and first.verdict is None
     assert "example kernel handed back unchanged" in answers[0].note
+    assert "Here is a correct kernel for a similar operation" in model.prompts[0]
+    # the next whole kernel is asked without the example (the model would copy it again), and told why
+    assert "Here is a correct kernel" not in model.prompts[1] and "kernel_forward(const float* x" in model.prompts[1]
     assert "handed the example kernel back unchanged" in model.prompts[1]
     store.close()
