@@ -160,14 +160,20 @@ def syntax_verdict(kernel: str, language: str, scaffold: Scaffold | None, device
 
 def signature_mismatch(scaffold: Scaffold, kernel: str) -> str | None:
     """The compiler accepts an entry point with other parameters than the stated signature, and the
-    call would then fail at run time ("takes 9 arguments, got 11"); say so before any build."""
+    call would then fail at run time ("takes 9 arguments, got 11", or a tensor passed where the
+    kernel takes a number: "a Tensor with 131072 elements cannot be converted to Scalar"); say so
+    before any build."""
     found = parse_exports(kernel).get(scaffold.function)
     if found is None:
         return None
     want = [a.name for a in scaffold.args] + (["stream"] if scaffold.language == "cuda" else [])
     have = [n for _, n in found[1]]
-    if len(have) == len(want):
-        return None
-    return (f"kernel.{'cu' if scaffold.language == 'cuda' else 'cpp'}:1:1: error: {scaffold.function} takes "
-            f"{len(have)} parameters ({', '.join(have)}) but the stated signature has {len(want)} "
-            f"({', '.join(want)}): keep the signature exactly as given\n")
+    where = f"kernel.{'cu' if scaffold.language == 'cuda' else 'cpp'}:1:1: error: {scaffold.function}"
+    if len(have) != len(want):
+        return (f"{where} takes {len(have)} parameters ({', '.join(have)}) but the stated signature has "
+                f"{len(want)} ({', '.join(want)}): keep the signature exactly as given\n")
+    for i, (arg, (ctype, name)) in enumerate(zip(scaffold.args, found[1]), 1):
+        if arg.ctype.endswith("*") != ctype.strip().endswith("*"):  # a tensor where a number goes, or back
+            return (f"{where}'s parameter {i} is `{ctype.replace(' *', '*')} {name}` but the stated signature has `{arg.ctype} "
+                    f"{arg.name}` there: keep the signature exactly as given\n")
+    return None

@@ -229,3 +229,24 @@ def test_a_nearby_example_is_shown_with_the_problems_signature():
     assert scaffold.signature() not in ex.code  # the exemplar itself is unchanged
     ref, got = _outputs(scaled, code)
     assert got.shape == ref.shape and torch.isfinite(got).all()
+
+
+def test_a_tensor_where_the_signature_takes_a_number_is_a_compile_error_before_any_build():
+    """An answer with the right number of parameters but a pointer where the problem passes a number
+    would fail only when called ("a Tensor with 131072 elements cannot be converted to Scalar"): the
+    signature check names the parameter, as the compile error its repair is shown."""
+    from kforge_desktop.search.answers import signature_mismatch
+
+    scaled = problem("bias_leaky_scale", "        self.bias = nn.Parameter(torch.randn(64))\n        self.scale = 1.5", '''
+    def forward(self, x):
+        return F.leaky_relu(x + self.bias, 0.2) * self.scale''', "[torch.randn(8, 64)]")
+    scaffold = build_scaffold(scaled)
+    names = [a.name for a in scaffold.args]
+    good = scaffold.signature() + " {}\n"
+    assert signature_mismatch(scaffold, good) is None
+    i = next(k for k, a in enumerate(scaffold.args) if a.ctype == "float")  # the scale
+    params = [f"{a.ctype} {a.name}" for a in scaffold.args]
+    params[i] = f"const float* {names[i]}"
+    bad = f'extern "C" void {scaffold.function}({", ".join(params)}) {{}}\n'
+    err = signature_mismatch(scaffold, bad)
+    assert err and f"parameter {i + 1} is `const float* {names[i]}`" in err and f"`float {names[i]}`" in err
