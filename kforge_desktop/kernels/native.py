@@ -81,10 +81,22 @@ def source_digest(source: str, lang: str) -> str:
     return h.hexdigest()[:20]
 
 
+_DECL_RE = re.compile(r'extern\s+"C"\s+(?:__host__\s+)?[\w:]+\s+(?P<name>\w+)\s*\([^)]*\)\s*;')
+
+
+def _definitions_of_declared(source: str):
+    """Definitions without ``extern "C"`` of functions declared ``extern "C"`` before them: C++ gives
+    them C linkage from the declaration (``extern "C" void f(...);`` then ``void f(...) {...}``)."""
+    for decl in _DECL_RE.finditer(source):
+        name = re.escape(decl.group("name"))
+        yield from re.finditer(rf'(?<!")\s(?P<ret>[\w:]+)\s+(?P<name>{name})\s*\((?P<args>[^)]*)\)\s*\{{',
+                               source[decl.end():])
+
+
 def parse_exports(source: str) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """``extern "C"`` function definitions: name -> (return type, [(C type, arg name)])."""
     out: dict[str, tuple[str, list[tuple[str, str]]]] = {}
-    for m in _FUNC_RE.finditer(source):
+    for m in [*_FUNC_RE.finditer(source), *_definitions_of_declared(source)]:
         args: list[tuple[str, str]] = []
         raw = m.group("args").strip()
         if raw and raw != "void":

@@ -36,3 +36,34 @@ def test_load_inline_candidate_is_built_verified_and_cached(tmp_path):
         again = ev.evaluate(problem, source)
     assert again.status == "ok", f"{again.reason}\n{again.log[-2000:]}"
     assert _compiled_files(tmp_path) == built  # nothing was compiled again: the library was loaded as built
+
+
+DECLARED_THEN_DEFINED = '''#include <cmath>
+#include <cstdint>
+
+extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols);
+
+// defined without extern "C": C++ gives it C linkage from the declaration above
+void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        float m = -INFINITY, s = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
+        for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
+        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = std::exp(xr[c] - m) / s;
+    }
+}
+'''
+
+
+def test_an_entry_point_declared_extern_c_and_defined_plainly_is_built_and_called(tmp_path):
+    """A kernel the model wrote as a declaration `extern "C" void f(...);` and a plain definition is
+    valid C++ (the definition has C linkage): it is built and verified, not refused as exporting nothing."""
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    problem = load_problem(REPO / "resources" / "problems" / "softmax.py")
+    source = build_scaffold(problem).module_source(DECLARED_THEN_DEFINED)
+    opts = EvalOptions(compare_compile=False, trials=2, timed_runs=3, warmup_runs=1)
+    with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
+        verdict = ev.evaluate(problem, source)
+    assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-1500:]
