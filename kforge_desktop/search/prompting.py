@@ -17,7 +17,7 @@ from ..llm import prompts
 from ..llm.generator import Generation, GenerationRequest
 from .config import SearchConfig
 from .differences import differences
-from .directives import directive_by_key
+from .directives import CORRECT_FIRST, directive_by_key
 from .exemplars import (
     EPILOGUE_OPS,
     PROVIDED,
@@ -62,8 +62,13 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
             found = best_exemplar(scaffold, problem_source, memory=config.memory)
             # once an answer handed the example of a nearby family back unchanged, the default model
             # copies it again whatever the prompt says (docs/benchmarks.md: the dev half's duplicates):
-            # later whole kernels are asked without it, from the problem itself
-            if found and not tree.copied_example(exp.parent_id):
+            # later whole kernels are asked without it, from the problem itself, and (with nothing
+            # correct to start from) as straightforward kernels: an optimization asked of a kernel
+            # written from scratch went astray ("fuse the passes" turned a cumulative sum into sums)
+            withheld = found is not None and tree.copied_example(exp.parent_id)
+            if withheld and language in CORRECT_FIRST and tree.best() is None:
+                ctx = replace(ctx, directive=CORRECT_FIRST[language].text)
+            elif found and not withheld:
                 ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about)
                 ctx = with_differences(ctx, found[0], scaffold, problem_source, language)
         return ctx
