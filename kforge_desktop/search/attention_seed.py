@@ -133,6 +133,8 @@ def fit_attention(forward: ast.FunctionDef) -> AttentionFit | None:
     while _call_name(result)[0] in _VIEW_METHODS and _call_name(result)[1] is not None:  # views of the result
         outer = copy.deepcopy(result)
         outer.func.value = ast.Name("__ATTENTION__", ast.Load())
+        if not _only_views(outer, sizes):
+            return None
         wrap = wrap.format(ast.unparse(outer).replace("__ATTENTION__", "{}"))
         result = result.func.value
     second = _matmul(result)

@@ -122,8 +122,11 @@ def test_a_given_or_lower_triangular_mask_is_computed(mask, m, tmp_path, evaluat
     ("p = torch.softmax(s, dim=-1)", "p = torch.softmax(s, dim=-2)"),
     ("return torch.matmul(p, v)", "return torch.matmul(p, v) + 1.0"),
     ("return torch.matmul(p, v)", "return torch.matmul(p.exp(), v)"),
+    ("return torch.matmul(p, v)", "return torch.matmul(p, v).reshape(q.sum(), -1)"),
 ])
 def test_anything_else_in_the_forward_means_no_seed(change):
+    """A forward with one more operation on values (or a size computed from them) is not an attention
+    the exemplar computes: no seed, rather than a wrong one."""
     source = MASKED.replace("{mask}", "s = s").replace("{m}", "None")
     assert attention_module(source) is not None  # the plain form fits
     assert attention_module(source.replace(*change)) is None
@@ -169,3 +172,16 @@ def test_a_gpu_search_of_an_attention_starts_from_the_exemplar(tmp_path):
             assert seeds[0].origin == "seed" and seeds[0].language == "triton"
             assert seeds[0].source == attention_module(problem.source)
         store.close()
+
+
+def test_views_of_the_result_are_kept_around_the_call(tmp_path, evaluator):
+    """A hand-written attention that reshapes its output (heads back into the hidden size) keeps that
+    view around the exemplar's call, and verifies."""
+    source = MASKED.replace("{mask}", "s = s").replace("{m}", "torch.zeros(1)").replace(
+        "return torch.matmul(p, v)", "b, h, t, e = v.shape\n        return torch.matmul(p, v).transpose(1, 2).reshape(b, -1, h * e)")
+    (tmp_path / "views.py").write_text(source)
+    problem = load_problem(tmp_path / "views.py")
+    module = attention_module(problem.source)
+    assert module is not None and ".transpose(1, 2).reshape(" in module.split("class ModelNew")[1]
+    verdict = evaluator.evaluate(problem, module)
+    assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
