@@ -185,3 +185,16 @@ def test_views_of_the_result_are_kept_around_the_call(tmp_path, evaluator):
     assert module is not None and ".transpose(1, 2).reshape(" in module.split("class ModelNew")[1]
     verdict = evaluator.evaluate(problem, module)
     assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
+
+
+def test_a_half_precision_attention_is_computed_in_its_dtype(tmp_path, evaluator):
+    """fp16 inputs: the products take them as they are, softmax statistics stay fp32, the output is
+    fp16 like the reference's."""
+    source = MASKED.replace("{mask}", "s = s.masked_fill(m, -inf)").replace("{m}", "torch.rand(24, 40) < 0.3")
+    source = source.replace("torch.randn(2, 3, 24, 16)", "torch.randn(2, 3, 24, 16).half()").replace(
+        "torch.randn(2, 3, 40, 16)", "torch.randn(2, 3, 40, 16).half()").replace(
+        "torch.randn(2, 3, 40, 8)", "torch.randn(2, 3, 40, 8).half()")
+    (tmp_path / "half.py").write_text(source)
+    problem = load_problem(tmp_path / "half.py")
+    verdict = evaluator.evaluate(problem, attention_module(problem.source))
+    assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]

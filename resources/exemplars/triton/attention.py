@@ -30,7 +30,7 @@ def _step(a, m_i, l_i, acc, b_base, v_base, sb_n, sv_n, cols, keep, qk_scale, N,
     """One BLOCK_N-wide step of the online softmax: scores of these columns, the running row max and
     sum rescaled, their share of the output added."""
     col_ok = cols < N
-    b = tl.load(b_base + cols[None, :] * sb_n, mask=d_ok[:, None] & col_ok[None, :], other=0.0)
+    b = tl.load(b_base + cols[None, :] * sb_n, mask=d_ok[:, None] & col_ok[None, :], other=0.0).to(a.dtype)  # `other` may widen
     s = tl.dot(a, b, input_precision=PRECISION) * qk_scale
     s = tl.where(keep, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -39,8 +39,8 @@ def _step(a, m_i, l_i, acc, b_base, v_base, sb_n, sv_n, cols, keep, qk_scale, N,
     p = tl.math.exp2(s - m_safe[:, None])
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = tl.load(v_base + cols[:, None] * sv_n, mask=col_ok[:, None] & e_ok[None, :], other=0.0)
-    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=PRECISION)
+    v = tl.load(v_base + cols[:, None] * sv_n, mask=col_ok[:, None] & e_ok[None, :], other=0.0).to(v_base.dtype.element_ty)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return m_new, l_i, acc
 
 
@@ -79,7 +79,7 @@ def _attention_kernel(
     e = tl.arange(0, BLOCK_E)
     row_ok = rows < M
     a = tl.load(A + z * sa_z + h * sa_h + rows[:, None] * sa_m + d[None, :] * sa_d,
-                mask=row_ok[:, None] & (d[None, :] < D), other=0.0)
+                mask=row_ok[:, None] & (d[None, :] < D), other=0.0).to(A.dtype.element_ty)
     b_base = B + z * sb_z + h * sb_h + d[:, None] * sb_d
     v_base = V + z * sv_z + h * sv_h + e[None, :] * sv_e
     y_base = Y + z * sy_z + h * sy_h + rows[:, None] * sy_m
@@ -123,7 +123,7 @@ def _four(t: torch.Tensor) -> torch.Tensor:
 
 def attention(a, b, v, scale=1.0, mask=None, mask_kind=MASK_NONE, diag=0):
     """softmax((a @ b) * scale, dim=-1) @ v, with the positions a mask marks filled with -inf before
-    the softmax. a: [..., M, D], b: [..., D, N], v: [..., N, E]; up to two batch dimensions. ``mask``
+    the softmax; statistics and sums in fp32 whatever the inputs' dtype, the output in v's. a: [..., M, D], b: [..., D, N], v: [..., N, E]; up to two batch dimensions. ``mask``
     is what the reference's mask is made of (mask_kind: the tensor itself, or its triu/tril at diag)."""
     # the tensor cores read TF32 operands with the reduced dimension innermost (d for a and b, n for
     # v): a strided view laid out otherwise is copied once (a few microseconds against the products)
@@ -136,7 +136,7 @@ def attention(a, b, v, scale=1.0, mask=None, mask_kind=MASK_NONE, diag=0):
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2], v.shape[:-2])
     m, dim = a.shape[-2:]
     n, e = b.shape[-1], v.shape[-1]
-    out = torch.empty(*batch, m, e, device=a.device, dtype=torch.float32)
+    out = torch.empty(*batch, m, e, device=a.device, dtype=v.dtype)
     a4, b4, v4, o4 = (_four(t.expand(*batch, *t.shape[-2:])) for t in (a, b, v, out))
     zz, hh = o4.shape[:2]
     if mask is None:
@@ -152,6 +152,8 @@ def attention(a, b, v, scale=1.0, mask=None, mask_kind=MASK_NONE, diag=0):
         a4, b4, v4, y4, o4, scale,
         *a4.stride(), *b4.stride(), *v4.stride(), *y4.stride(), *o4.stride(),
         hh, m, n, dim, e,
-        MASK=mask_kind, DIAG=diag, BLOCK_D=block_d, BLOCK_E=block_e, PRECISION="tf32x3",
+        MASK=mask_kind, DIAG=diag, BLOCK_D=block_d, BLOCK_E=block_e,
+        # fp32: three TF32 products each (fp32's accuracy); 16-bit inputs multiply as they are
+        PRECISION="tf32x3" if a.dtype == torch.float32 else "tf32",
     )
     return out
