@@ -28,6 +28,14 @@ _MIXED_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matchin
                                r"[‘'`](?:std::)?(?:max|min)\((?:\s*(?:const\s+)?float&?,\s*(?:const\s+)?double&?|"
                                r"\s*(?:const\s+)?double&?,\s*(?:const\s+)?float&?)\)")
 _DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?)(?![\w.])")
+# the header of each standard name a kernel may use without including it (the prelude has only
+# <cmath>, <cstdint>, <algorithm>, <limits>): "'vector' in namespace 'std' does not name a template type"
+_STD_HEADERS = {
+    "vector": "vector", "array": "array", "inner_product": "numeric", "accumulate": "numeric",
+    "iota": "numeric", "partial_sum": "numeric", "inclusive_scan": "numeric", "exclusive_scan": "numeric",
+    "memcpy": "cstring", "memset": "cstring", "numeric_limits": "limits", "pair": "utility",
+    "unique_ptr": "memory", "function": "functional",
+}
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
 
 
@@ -225,7 +233,8 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
       undeclared name (dropped);
     - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``);
-    - a pointer into an output declared ``const`` and passed to a helper that writes through it.
+    - a pointer into an output declared ``const`` and passed to a helper that writes through it;
+    - a standard name used without its header (``std::vector``, ``std::inner_product``).
 
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
     ``entry`` is the kernel's ``extern "C"`` entry point, which needs no forward declaration.
@@ -354,6 +363,12 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
             text = _replace_call(text, "__kf_rsqrt", "(1.0f / std::sqrt({}))")
         if text != before:
             notes.append("rsqrt")
+    headers = [h for name, h in _STD_HEADERS.items() if re.search(
+        rf"[‘'`]{name}[’'`] (?:is not a member of [‘'`]std[’'`]|in namespace [‘'`]std[’'`] does not name)", errors)]
+    headers = [h for h in dict.fromkeys(headers) if f"#include <{h}>" not in text]
+    if headers:
+        text = "".join(f"#include <{h}>\n" for h in headers) + text
+        notes.append("standard headers")
     if re.search(r"\b(?:std|math)::pi\b", text):
         text = re.sub(r"\b(?:std|math)::pi\b", "3.14159265358979f", text)
         notes.append("pi")
