@@ -1,9 +1,10 @@
 """The causal self-attention of an LLM decoder block (llm_block_gpu's): 1024 tokens, 16 heads of 128,
 q, k and v cut from one fused projection, the mask built as ``ones(t, t).triu(1)`` and filled with -inf;
 batch 4, fp32. Written as ``kforge profile`` writes an attention target."""
+from math import inf
+
 import torch
 import torch.nn as nn
-from math import inf
 
 
 class Model(nn.Module):
