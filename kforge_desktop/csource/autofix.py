@@ -33,7 +33,7 @@ _DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?
 _STD_HEADERS = {
     "vector": "vector", "array": "array", "inner_product": "numeric", "accumulate": "numeric",
     "iota": "numeric", "partial_sum": "numeric", "inclusive_scan": "numeric", "exclusive_scan": "numeric",
-    "memcpy": "cstring", "memset": "cstring", "numeric_limits": "limits", "pair": "utility",
+    "memcpy": "cstring", "memset": "cstring", "pair": "utility",
     "unique_ptr": "memory", "function": "functional",
 }
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")

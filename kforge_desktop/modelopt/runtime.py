@@ -265,7 +265,9 @@ def load_kernel(source: str, name: str):
 
 
 def _kernel_file(source: str, mod_name: str) -> str:
-    """``source`` written once to a per-user folder under the system's temporary directory."""
+    """``source`` written once to a per-user folder under the system's temporary directory. (The
+    worker's ``kernels.candidate._source_file`` does the same in the build cache; this module ships in
+    exported packages and imports only torch and the standard library, so it keeps its own.)"""
     folder = os.path.join(tempfile.gettempdir(), f"kforge-kernels-{os.getuid() if hasattr(os, 'getuid') else 0}")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{mod_name}.py")

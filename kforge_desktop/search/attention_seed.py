@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import copy
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -27,6 +28,7 @@ from ..problem.problem import ProblemError
 from ..problem.source import model_new_body, split_source
 
 EXEMPLAR_NAME = "attention"
+_HEADER = re.compile(r"^#\s*(exemplar|ops|about):")  # the exemplar file's header (``exemplars.HEADER``'s fields)
 MASK_KIND = {None: 1, "triu": 2, "tril": 3}  # the exemplar's MASK_GIVEN, MASK_TRIU, MASK_TRIL
 
 # what may run around the attention: views and shape arithmetic, nothing that computes on values
@@ -55,7 +57,7 @@ class AttentionFit:
 def exemplar_code() -> str:
     """The exemplar's code without its header comment."""
     text = (paths.RESOURCES / "exemplars" / "triton" / "attention.py").read_text()
-    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("# ")).strip() + "\n"
+    return "\n".join(ln for ln in text.splitlines() if not _HEADER.match(ln)).strip() + "\n"
 
 
 def attention_module(source: str) -> str | None:

@@ -11,9 +11,10 @@ MASK_NONE, MASK_GIVEN, MASK_TRIU, MASK_TRIL = 0, 1, 2, 3
 
 
 @triton.jit
-def _masked(keep, y_ptrs, rows, cols, in_bounds, MASK: tl.constexpr, DIAG: tl.constexpr):
-    """``keep`` with the positions the reference fills with -inf cleared (MASK says how it builds its
-    mask: the given tensor, or its triu/tril at DIAG)."""
+def _masked(y_ptrs, rows, cols, in_bounds, MASK: tl.constexpr, DIAG: tl.constexpr):
+    """The positions to keep: those in bounds that the reference does not fill with -inf (MASK says
+    how it builds its mask: the given tensor, or its triu/tril at DIAG)."""
+    keep = in_bounds
     if MASK != 0:
         flag = tl.load(y_ptrs, mask=in_bounds, other=0) != 0
         if MASK == 2:
@@ -78,8 +79,10 @@ def _attention_kernel(
     d = tl.arange(0, BLOCK_D)
     e = tl.arange(0, BLOCK_E)
     row_ok = rows < M
+    d_ok = d < D  # BLOCK_D and BLOCK_E: D and E rounded up to a power of two
+    e_ok = e < E
     a = tl.load(A + z * sa_z + h * sa_h + rows[:, None] * sa_m + d[None, :] * sa_d,
-                mask=row_ok[:, None] & (d[None, :] < D), other=0.0).to(A.dtype.element_ty)
+                mask=row_ok[:, None] & d_ok[None, :], other=0.0).to(A.dtype.element_ty)
     b_base = B + z * sb_z + h * sb_h + d[:, None] * sb_d
     v_base = V + z * sv_z + h * sv_h + e[None, :] * sv_e
     y_base = Y + z * sy_z + h * sy_h + rows[:, None] * sy_m
@@ -89,8 +92,6 @@ def _attention_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_E], tl.float32)
-    d_ok = d < D  # BLOCK_D and BLOCK_E: D and E rounded up to a power of two
-    e_ok = e < E
 
     # a triu mask (j - i >= DIAG hidden) cannot hide every row of a block left of column n_all:
     # those blocks are always computed; past it a block the mask hides entirely is skipped
@@ -100,18 +101,18 @@ def _attention_kernel(
     for start in range(0, n_all, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         in_bounds = row_ok[:, None] & (cols[None, :] < N)
-        keep = _masked(in_bounds, y_base + cols[None, :] * sy_n, rows, cols, in_bounds, MASK, DIAG)
+        keep = _masked(y_base + cols[None, :] * sy_n, rows, cols, in_bounds, MASK, DIAG)
         m_i, l_i, acc = _step(a, m_i, l_i, acc, b_base, v_base, sb_n, sv_n, cols, keep, qk_scale, N, d_ok, e_ok, PRECISION)
     for start in range(n_all, N, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         in_bounds = row_ok[:, None] & (cols[None, :] < N)
-        keep = _masked(in_bounds, y_base + cols[None, :] * sy_n, rows, cols, in_bounds, MASK, DIAG)
+        keep = _masked(y_base + cols[None, :] * sy_n, rows, cols, in_bounds, MASK, DIAG)
         if tl.max(keep.to(tl.int32)) > 0:
             m_i, l_i, acc = _step(a, m_i, l_i, acc, b_base, v_base, sb_n, sv_n, cols, keep, qk_scale, N, d_ok, e_ok, PRECISION)
     # a row that is masked everywhere is NaN in the reference (softmax of all -inf): 0 / 0 here too
     out = acc / l_i[:, None]
     tl.store(Out + z * so_z + h * so_h + rows[:, None] * so_m + e[None, :] * so_e, out,
-             mask=row_ok[:, None] & (e[None, :] < E))
+             mask=row_ok[:, None] & e_ok[None, :])
 
 
 def _four(t: torch.Tensor) -> torch.Tensor:
