@@ -46,6 +46,7 @@ def load(source: str, name: str) -> types.ModuleType:
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # torch.compile of a function in it imports it by name
     spec.loader.exec_module(module)
     return module
 

@@ -14,5 +14,6 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 benchmarks/eval_speed.py --device cuda --out "$OUT/eval_speed_cuda.json" 2>&1 | tee "$OUT/eval_speed_cuda.txt"
   python3 benchmarks/adversarial_table.py --device cuda --out "$OUT/adversarial_cuda.md" 2>&1 | tail -40
   OUT="$OUT" python3 benchmarks/attention_gpu.py 2>&1 | tail -6
+  OUT="$OUT" python3 benchmarks/matmul_gpu.py 2>&1 | tail -8
 fi
 exit $status

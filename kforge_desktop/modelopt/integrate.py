@@ -113,6 +113,7 @@ def build_plan(analysis: Analysis, chosen: dict[str, ChosenKernel], device: str 
             sink.replace_all_uses_with(call)
             for name in reversed(region.nodes):
                 graph.erase_node(by_name[name])
+            by_name[region.sink] = call  # a later region that reads this one's result reads the call
             sites.append({"name": site, "target": tname, "tensor_pos": tensor_pos, "consts": consts,
                           "fallback": _open_fallback(inst), "module": unit.qualify("")})
             unit_sites.append(site)

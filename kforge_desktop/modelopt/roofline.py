@@ -4,7 +4,8 @@ this machine actually reaches.
 The rates are measured once with a quick probe (a plain tensor copy at a few working-set sizes, so
 that an op whose data fits in cache is held to the cache's bandwidth, not DRAM's; and a matrix
 multiply for the FLOP rate) and cached on disk per device, thread count and torch version. On CUDA
-the same probe runs with CUDA events. A target whose time is close to its floor has nothing left to
+the same probe runs with CUDA events, and fp32's FLOP rate is the better of cuBLAS's fp32 one
+and a third of its TF32 one (fp32 accuracy from three TF32 products on the tensor cores). A target whose time is close to its floor has nothing left to
 win, so the budget goes elsewhere.
 """
 
@@ -118,6 +119,11 @@ def _probe(device: str, rounds: int = 7) -> DeviceRates:
         b = torch.randn(m, m, device=device).to(getattr(torch, dtype))
         torch.mm(a, b)
         jobs.append((("flops", dtype), lambda a=a, b=b: torch.mm(a, b), 1, 2.0 * m ** 3))
+    if cuda and torch.cuda.get_device_capability()[0] >= 8:
+        # fp32 at fp32's accuracy also runs on the tensor cores, as three TF32 products (the
+        # matmul exemplar does): a third of the TF32 rate is an fp32 rate this card reaches
+        a = torch.randn(4096, 4096, device=device)
+        jobs.append((("flops", "tf32"), lambda a=a: _tf32_mm(a), 1, 2.0 * 4096 ** 3))
     best: dict[tuple, float] = {}
     threads = torch.get_num_threads()
     try:
@@ -132,9 +138,21 @@ def _probe(device: str, rounds: int = 7) -> DeviceRates:
     bandwidth = tuple((size, best[("bw", size)]) for size in (_SIZES_CUDA if cuda else _SIZES_CPU))
     call_s = _call_time(device)
     flop_rates = tuple((dtype, best[("flops", dtype)]) for dtype in dims)
+    if ("flops", "tf32") in best:
+        rates = dict(flop_rates) | {"float32": max(best[("flops", "float32")], best[("flops", "tf32")] / 3)}
+        flop_rates = tuple(rates.items())
     return DeviceRates(device="cuda" if cuda else "cpu", name=_device_name(device), bandwidth=bandwidth,
                        flop_rates=flop_rates, threads=threads,
                        probe_s=time.perf_counter() - t_start, call_s=call_s)
+
+
+def _tf32_mm(a: torch.Tensor) -> torch.Tensor:
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return torch.mm(a, a)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
 
 
 def _call_time(device: str, n: int = 300) -> float:
@@ -155,7 +173,7 @@ def _call_time(device: str, n: int = 300) -> float:
 
 def device_rates(device: str = "cpu", refresh: bool = False) -> DeviceRates:
     """Measured rates of ``device`` (probe once, then from memory or the on-disk cache)."""
-    key = f"{device}|{_device_name(device)}|{torch.get_num_threads()}|{torch.__version__}|2"  # |2: probe version
+    key = f"{device}|{_device_name(device)}|{torch.get_num_threads()}|{torch.__version__}|3"  # |3: probe version
     if not refresh and key in _MEMO:
         return _MEMO[key]
     path = _cache_file()

@@ -53,10 +53,10 @@ class AttentionFit:
     wrap: str  # the views of the result, around ``{}``
 
 
-@lru_cache(maxsize=1)
-def exemplar_code() -> str:
-    """The exemplar's code without its header comment."""
-    text = (paths.RESOURCES / "exemplars" / "triton" / "attention.py").read_text()
+@lru_cache(maxsize=4)
+def exemplar_code(name: str = EXEMPLAR_NAME) -> str:
+    """A Triton exemplar's code (``resources/exemplars/triton/NAME.py``) without its header comment."""
+    text = (paths.RESOURCES / "exemplars" / "triton" / f"{name}.py").read_text()
     return "\n".join(ln for ln in text.splitlines() if not _HEADER.match(ln)).strip() + "\n"
 
 
@@ -78,6 +78,29 @@ def attention_module(source: str) -> str | None:
     lines = [f"    def forward({ast.unparse(forward.args)}):", *(f"        {s}" for s in fit.prologue),
              *(f"        {name} = {expr}" for name, expr in operands), f"        return {fit.wrap.format(call)}"]
     return (f"{header}\n\n{exemplar_code()}\n\nclass ModelNew(nn.Module):\n"
+            f"{model_new_body(source, model)}\n\n" + "\n".join(lines) + "\n")
+
+
+def attention_products_module(source: str) -> str | None:
+    """The same attention as two products of the matmul exemplar around the softmax exemplar: the score
+    matrix is written, but each product runs at the exemplar's full tile sizes (for a head wider than
+    128, where the one-pass kernel's tiles do not fit on the chip). None where ``attention_module`` is."""
+    try:
+        header, model = split_source(source)
+    except (ProblemError, SyntaxError):
+        return None
+    forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    fit = fit_attention(forward) if forward is not None else None
+    if fit is None:
+        return None
+    lines = [f"    def forward({ast.unparse(forward.args)}):", *(f"        {s}" for s in fit.prologue),
+             f"        scores = matmul({fit.left}, {fit.right}, alpha={fit.scale!r})"]
+    if fit.mask:
+        mask = {1: fit.mask, 2: f"({fit.mask}).triu({fit.diag})", 3: f"({fit.mask}).tril({fit.diag})"}[fit.mask_kind]
+        lines.append(f"        scores = scores.masked_fill({mask}, float('-inf'))")
+    lines += ["        probs = softmax(scores)",
+              f"        return {fit.wrap.format(f'matmul(probs, {fit.value})')}"]
+    return (f"{header}\n\n{exemplar_code('matmul')}\n\n{exemplar_code('softmax')}\n\nclass ModelNew(nn.Module):\n"
             f"{model_new_body(source, model)}\n\n" + "\n".join(lines) + "\n")
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ..csource.normalize import normalize_code
 from ..problem.problem import Problem
 from ..store import SearchState, SessionStore
-from .attention_seed import EXEMPLAR_NAME, attention_module
+from . import attention_seed, matmul_seed
 from .config import SearchConfig
 from .exemplars import epilogue_missing, seed_exemplars
 from .planner import Tally
@@ -120,7 +120,7 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
                     norm_code=normalize_code(code, language), note=note,
                 )
         if config.seeds and config.device.startswith("cuda"):
-            _add_attention_seed(store, problem_id, root_id, problem)
+            _add_triton_exemplar_seeds(store, problem_id, root_id, problem)
         if config.seeds and config.compile_seed and config.device.startswith("cuda"):
             _add_compile_seed(store, problem_id, root_id, problem, config.device)
         store.save_search_state(search_state(problem_id, config, Tally(), "new"))
@@ -157,15 +157,26 @@ def search_state(problem_id: int, config: SearchConfig, tally: Tally, status: st
     )
 
 
-def _add_attention_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem) -> None:
-    """The flash-attention exemplar (Triton), where the problem's forward is an attention it computes."""
-    source = attention_module(problem.source)
-    if source is None:
-        return
-    store.add_node(problem_id, root_id, "seed", "seed", "triton", source=source, kernel_source=source,
-                   directive=f"exemplar:{EXEMPLAR_NAME}", norm_code=normalize_code(source, "python"),
-                   note="exemplar attention: softmax(scale · a @ b, masked) @ v in one pass (flash attention), "
-                        "the score matrix never written; fp32 products as three TF32 products on the tensor cores")
+_TRITON_SEEDS = (  # (fit: the candidate module or None, exemplar name, the seed's note)
+    (attention_seed.attention_module, attention_seed.EXEMPLAR_NAME,
+     "exemplar attention: softmax(scale · a @ b, masked) @ v in one pass (flash attention), "
+     "the score matrix never written; fp32 products as three TF32 products on the tensor cores"),
+    (attention_seed.attention_products_module, "matmul+softmax",
+     "exemplars matmul and softmax: the attention as two products on the tensor cores (fp32 as three TF32 "
+     "products) around a row softmax; the score matrix is written, the products run at full tile sizes"),
+    (matmul_seed.matmul_module, matmul_seed.EXEMPLAR_NAME,
+     "exemplar matmul: the product on the tensor cores, fp32 as three TF32 products each (fp32 accuracy), "
+     "where cuBLAS runs fp32 without them"),
+)
+
+
+def _add_triton_exemplar_seeds(store: SessionStore, problem_id: int, root_id: int, problem: Problem) -> None:
+    """The Triton exemplars that compute the whole problem (read from its forward), as seeds."""
+    for fit, name, note in _TRITON_SEEDS:
+        source = fit(problem.source)
+        if source is not None:
+            store.add_node(problem_id, root_id, "seed", "seed", "triton", source=source, kernel_source=source,
+                           directive=f"exemplar:{name}", norm_code=normalize_code(source, "python"), note=note)
 
 
 def _add_compile_seed(store: SessionStore, problem_id: int, root_id: int, problem: Problem, device: str) -> None:

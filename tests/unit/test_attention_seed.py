@@ -18,7 +18,7 @@ from kforge_desktop.modelopt.loader import load_model_file
 from kforge_desktop.modelopt.problems import write_problem
 from kforge_desktop.modelopt.profile import profile_model
 from kforge_desktop.problem.problem import load_problem
-from kforge_desktop.search.attention_seed import attention_module
+from kforge_desktop.search.attention_seed import attention_module, attention_products_module
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "resources" / "examples"
@@ -70,11 +70,15 @@ def test_on_a_cpu_the_masked_softmax_stays_a_target_of_its_own(tmp_path):
     assert {"triu", "masked_fill", "softmax"} <= set(kinds["softmax"].ops)
 
 
+@pytest.mark.parametrize("fit, call", [(attention_module, "attention("), (attention_products_module, "matmul(")])
 @pytest.mark.parametrize("name", ["llm_block_gpu", "diffusion_block_gpu"])
-def test_the_attention_exemplar_computes_the_models_attention(name, tmp_path, evaluator):
+def test_the_attention_exemplar_computes_the_models_attention(name, fit, call, tmp_path, evaluator):
+    """In one pass (flash attention), or as two products of the matmul exemplar around the softmax
+    exemplar (a wide head, where the one-pass tiles do not fit): the evaluator accepts both as the
+    candidate's own kernels (no PyTorch softmax or matmul called)."""
     _, problem = _attention_problem(name, tmp_path)
-    source = attention_module(problem.source)
-    assert source is not None and "attention(" in source.split("class ModelNew")[1]
+    source = fit(problem.source)
+    assert source is not None and call in source.split("class ModelNew")[1]
     verdict = evaluator.evaluate(problem, source)
     assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
     assert verdict.rel_l2_err < 2e-5
@@ -111,10 +115,11 @@ def test_a_given_or_lower_triangular_mask_is_computed(mask, m, tmp_path, evaluat
     path = tmp_path / "masked.py"
     path.write_text(MASKED.replace("{mask}", mask).replace("{m}", m))
     problem = load_problem(path)
-    source = attention_module(problem.source)
-    assert source is not None
-    verdict = evaluator.evaluate(problem, source)
-    assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
+    for fit in (attention_module, attention_products_module):
+        source = fit(problem.source)
+        assert source is not None
+        verdict = evaluator.evaluate(problem, source)
+        assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
 
 
 @pytest.mark.parametrize("change", [
@@ -130,6 +135,7 @@ def test_anything_else_in_the_forward_means_no_seed(change):
     source = MASKED.replace("{mask}", "s = s").replace("{m}", "None")
     assert attention_module(source) is not None  # the plain form fits
     assert attention_module(source.replace(*change)) is None
+    assert attention_products_module(source.replace(*change)) is None
 
 
 LOAD_AND_RUN = """
@@ -166,11 +172,14 @@ def test_a_gpu_search_of_an_attention_starts_from_the_exemplar(tmp_path):
     for device, expected in (("cuda", 1), ("cpu", 0)):
         store = SessionStore(tmp_path / f"{device}.kforge")
         pid = create_session(store, problem, SearchConfig(device=device, compile_seed=False))
-        seeds = [n for n in store.nodes(pid) if n.directive == "exemplar:attention"]
-        assert len(seeds) == expected, device
-        if seeds:
-            assert seeds[0].origin == "seed" and seeds[0].language == "triton"
-            assert seeds[0].source == attention_module(problem.source)
+        for directive, fit in (("exemplar:attention", attention_module),
+                               ("exemplar:matmul+softmax", attention_products_module)):
+            seeds = [n for n in store.nodes(pid) if n.directive == directive]
+            assert len(seeds) == expected, (device, directive)
+            if seeds:
+                assert seeds[0].origin == "seed" and seeds[0].language == "triton"
+                assert seeds[0].source == fit(problem.source)
+        assert not [n for n in store.nodes(pid) if n.directive == "exemplar:matmul"]  # not a single product
         store.close()
 
 

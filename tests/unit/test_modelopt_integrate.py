@@ -176,3 +176,27 @@ def test_a_kernel_slower_than_torch_compile_is_left_to_it():
     own = Node(origin="seed", directive="torch.compile", compile_baseline_ms=0.3, speedup_compile=1.5)
     assert accept_reason(own, pinned=False) == "left to torch.compile (its fastest kernel is torch.compile's own code)"
     assert accept_reason(own, pinned=True) is None
+
+
+def test_a_target_that_reads_another_put_back_target_is_patched_too(tmp_path, build_cache_dir):
+    """The attention reads the qkv projection's result: both put back, the attention's kernel reads
+    the projection's kernel (the graph stays in order; a user saw "used before it has been defined")."""
+    mf = load_model_file(RESOURCES / "examples" / "llm_block.py")
+    p = profile_model(mf.model, list(mf.inputs), name=mf.name, runs=1)
+    chosen = {}
+    for kind in ("linear", "attention"):
+        t = next(t for t in p.profile.targets if t.kind == kind)
+        tp = write_problem(t, p.analysis.cuts[t.name], p.analysis.captures[t.name], tmp_path, mf.name)
+        # the reference itself as the candidate: what is tested is the patching, not a kernel
+        source = tp.path.read_text().replace("class Model(", "class ModelNew(")
+        chosen[t.name] = ChosenKernel(t.name, source, tp.signatures)
+    with torch.no_grad():
+        before = mf.model(*mf.inputs)
+    integ = integrate(mf.model, p.analysis, chosen, list(mf.inputs), mf.make_inputs)
+    assert integ.ok and sorted(integ.kept) == sorted(chosen) and not integ.dropped
+    with torch.no_grad():
+        after = mf.model(*mf.inputs)
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    stats = integ.handle.stats()
+    assert all(stats[name][0] > 0 for name in chosen), stats  # both kernels ran
+    integ.handle.remove()
