@@ -60,48 +60,52 @@ def exemplar_code(name: str = EXEMPLAR_NAME) -> str:
     return "\n".join(ln for ln in text.splitlines() if not _HEADER.match(ln)).strip() + "\n"
 
 
-def attention_module(source: str) -> str | None:
-    """The candidate module (``ModelNew``) that computes ``source``'s attention with the exemplar,
-    or None when the problem's forward is not an attention the exemplar computes."""
+def write_module(source: str, fit, body, exemplars: tuple[str, ...]) -> str | None:
+    """A candidate module (``ModelNew``) built from Triton exemplars: ``fit(forward)`` reads the
+    reference's forward (None: no seed), ``body(fit)`` writes the new forward's statements after the
+    fit's prologue. The reference's ``__init__`` is kept verbatim."""
     try:
         header, model = split_source(source)
     except (ProblemError, SyntaxError):
         return None
     forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
-    fit = fit_attention(forward) if forward is not None else None
-    if fit is None:
+    found = fit(forward) if forward is not None else None
+    if found is None:
         return None
+    lines = [f"    def forward({ast.unparse(forward.args)}):", *(f"        {s}" for s in found.prologue),
+             *(f"        {s}" for s in body(found))]
+    code = "\n\n".join(exemplar_code(name) for name in exemplars)
+    return (f"{header}\n\n{code}\n\nclass ModelNew(nn.Module):\n"
+            f"{model_new_body(source, model)}\n\n" + "\n".join(lines) + "\n")
+
+
+def attention_module(source: str) -> str | None:
+    """The candidate module (``ModelNew``) that computes ``source``'s attention with the exemplar,
+    or None when the problem's forward is not an attention the exemplar computes."""
+    return write_module(source, fit_attention, _one_pass, (EXEMPLAR_NAME,))
+
+
+def _one_pass(fit: AttentionFit) -> list[str]:
     operands = [("attn_a", fit.left), ("attn_b", fit.right), ("attn_v", fit.value)]
     operands += [("attn_mask", fit.mask)] if fit.mask else []
     mask = f", mask=attn_mask, mask_kind={fit.mask_kind}, diag={fit.diag}" if fit.mask else ""
     call = f"attention(attn_a, attn_b, attn_v, scale={fit.scale!r}{mask})"
-    lines = [f"    def forward({ast.unparse(forward.args)}):", *(f"        {s}" for s in fit.prologue),
-             *(f"        {name} = {expr}" for name, expr in operands), f"        return {fit.wrap.format(call)}"]
-    return (f"{header}\n\n{exemplar_code()}\n\nclass ModelNew(nn.Module):\n"
-            f"{model_new_body(source, model)}\n\n" + "\n".join(lines) + "\n")
+    return [*(f"{name} = {expr}" for name, expr in operands), f"return {fit.wrap.format(call)}"]
 
 
 def attention_products_module(source: str) -> str | None:
     """The same attention as two products of the matmul exemplar around the softmax exemplar: the score
     matrix is written, but each product runs at the exemplar's full tile sizes (for a head wider than
     128, where the one-pass kernel's tiles do not fit on the chip). None where ``attention_module`` is."""
-    try:
-        header, model = split_source(source)
-    except (ProblemError, SyntaxError):
-        return None
-    forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
-    fit = fit_attention(forward) if forward is not None else None
-    if fit is None:
-        return None
-    lines = [f"    def forward({ast.unparse(forward.args)}):", *(f"        {s}" for s in fit.prologue),
-             f"        scores = matmul({fit.left}, {fit.right}, alpha={fit.scale!r})"]
+    return write_module(source, fit_attention, _two_products, ("matmul", "softmax"))
+
+
+def _two_products(fit: AttentionFit) -> list[str]:
+    lines = [f"scores = matmul({fit.left}, {fit.right}, alpha={fit.scale!r})"]
     if fit.mask:
         mask = {1: fit.mask, 2: f"({fit.mask}).triu({fit.diag})", 3: f"({fit.mask}).tril({fit.diag})"}[fit.mask_kind]
-        lines.append(f"        scores = scores.masked_fill({mask}, float('-inf'))")
-    lines += ["        probs = softmax(scores)",
-              f"        return {fit.wrap.format(f'matmul(probs, {fit.value})')}"]
-    return (f"{header}\n\n{exemplar_code('matmul')}\n\n{exemplar_code('softmax')}\n\nclass ModelNew(nn.Module):\n"
-            f"{model_new_body(source, model)}\n\n" + "\n".join(lines) + "\n")
+        lines.append(f"scores = scores.masked_fill({mask}, float('-inf'))")
+    return lines + ["probs = softmax(scores)", f"return {fit.wrap.format(f'matmul(probs, {fit.value})')}"]
 
 
 def _body(forward: ast.FunctionDef) -> list[ast.stmt]:
@@ -154,14 +158,10 @@ def fit_attention(forward: ast.FunctionDef) -> AttentionFit | None:
     if resolved is None:
         return None
     result, prologue, sizes = resolved
-    wrap = "{}"
-    while _call_name(result)[0] in _VIEW_METHODS and _call_name(result)[1] is not None:  # views of the result
-        outer = copy.deepcopy(result)
-        outer.func.value = ast.Name("__ATTENTION__", ast.Load())
-        if not _only_views(outer, sizes):
-            return None
-        wrap = wrap.format(ast.unparse(outer).replace("__ATTENTION__", "{}"))
-        result = result.func.value
+    unwrapped = unwrap_views(result, sizes)
+    if unwrapped is None:
+        return None
+    result, wrap = unwrapped
     second = _matmul(result)
     if second is None:
         return None
@@ -203,6 +203,20 @@ def fit_attention(forward: ast.FunctionDef) -> AttentionFit | None:
     return AttentionFit(left=ast.unparse(left), right=ast.unparse(right), value=ast.unparse(value), scale=scale,
                         mask=None if mask is None else ast.unparse(mask), mask_kind=kind, diag=diag,
                         prologue=tuple(ast.unparse(p) for p in prologue), wrap=wrap)
+
+
+def unwrap_views(result: ast.expr, sizes: set[str]) -> tuple[ast.expr, str] | None:
+    """The expression under the views applied to ``result`` (``y.transpose(1, 2).reshape(b, -1)``:
+    ``y``), and those views as a format string around ``{}``; None when one of them computes."""
+    wrap = "{}"
+    while _call_name(result)[0] in _VIEW_METHODS and _call_name(result)[1] is not None:
+        outer = copy.deepcopy(result)
+        outer.func.value = ast.Name("__RESULT__", ast.Load())
+        if not _only_views(outer, sizes):
+            return None
+        wrap = wrap.format(ast.unparse(outer).replace("__RESULT__", "{}"))
+        result = result.func.value
+    return result, wrap
 
 
 def _mask_source(expr: ast.expr) -> tuple[ast.expr | None, int, int]:

@@ -8,18 +8,25 @@ product as three TF32 products on the tensor cores, which keeps fp32's accuracy 
 The fit reads the reference's ``forward`` as one expression (names inlined, as the attention fit
 does): ``F.linear(x, w[, bias])``, ``a @ b``, ``torch.matmul``/``mm``/``bmm``, or
 ``torch.addmm(bias, a, b)``, with only views around the operands and the result. Anything else in
-the forward means no seed (``None``).
+the forward means no seed (``None``). A forward that is one softmax over the last dimension gets the
+softmax exemplar the same way (``softmax_module``).
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass
 
-from ..problem.problem import ProblemError
-from ..problem.source import model_new_body, split_source
-from .attention_seed import _VIEW_METHODS, _args, _call_name, _matmul, _only_views, _resolved, exemplar_code
+from .attention_seed import (
+    _args,
+    _call_name,
+    _matmul,
+    _number,
+    _only_views,
+    _resolved,
+    unwrap_views,
+    write_module,
+)
 
 EXEMPLAR_NAME = "matmul"
 
@@ -28,7 +35,7 @@ EXEMPLAR_NAME = "matmul"
 class MatmulFit:
     """The reference's product: its operands as expressions over the forward's arguments."""
 
-    call: str  # "linear" (a, b: x and weight) or "matmul" (a @ b)
+    call: str  # "linear" (a, b: x and weight), "matmul" (a @ b) or "softmax" (of a)
     a: str
     b: str
     bias: str | None
@@ -39,20 +46,13 @@ class MatmulFit:
 def matmul_module(source: str) -> str | None:
     """The candidate module (``ModelNew``) that computes ``source``'s product with the exemplar,
     or None when the problem's forward is not one product the exemplar computes."""
-    try:
-        header, model = split_source(source)
-    except (ProblemError, SyntaxError):
-        return None
-    forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
-    fit = fit_matmul(forward) if forward is not None else None
-    if fit is None:
-        return None
+    return write_module(source, fit_matmul, _product_call, (EXEMPLAR_NAME,))
+
+
+def _product_call(fit: MatmulFit) -> list[str]:
     operands = [("mm_a", fit.a), ("mm_b", fit.b)] + ([("mm_bias", fit.bias)] if fit.bias else [])
     call = f"{fit.call}(mm_a, mm_b{', mm_bias' if fit.bias else ''})"
-    lines = [f"    def forward({ast.unparse(forward.args)}):", *(f"        {s}" for s in fit.prologue),
-             *(f"        {name} = {expr}" for name, expr in operands), f"        return {fit.wrap.format(call)}"]
-    return (f"{header}\n\n{exemplar_code(EXEMPLAR_NAME)}\n\nclass ModelNew(nn.Module):\n"
-            f"{model_new_body(source, model)}\n\n" + "\n".join(lines) + "\n")
+    return [*(f"{name} = {expr}" for name, expr in operands), f"return {fit.wrap.format(call)}"]
 
 
 def fit_matmul(forward: ast.FunctionDef) -> MatmulFit | None:
@@ -60,21 +60,46 @@ def fit_matmul(forward: ast.FunctionDef) -> MatmulFit | None:
     if resolved is None:
         return None
     result, prologue, sizes = resolved
-    wrap = "{}"
-    while _call_name(result)[0] in _VIEW_METHODS and _call_name(result)[1] is not None:  # views of the result
-        outer = copy.deepcopy(result)
-        outer.func.value = ast.Name("__PRODUCT__", ast.Load())
-        if not _only_views(outer, sizes):
-            return None
-        wrap = wrap.format(ast.unparse(outer).replace("__PRODUCT__", "{}"))
-        result = result.func.value
-    core = _product(result)
+    unwrapped = unwrap_views(result, sizes)
+    core = _product(unwrapped[0]) if unwrapped is not None else None
     if core is None:
         return None
     call, a, b, bias = core
     if not all(_only_views(e, sizes) for e in (a, b, bias, *(p.value for p in prologue))):
         return None
     return MatmulFit(call=call, a=ast.unparse(a), b=ast.unparse(b), bias=None if bias is None else ast.unparse(bias),
+                     prologue=tuple(ast.unparse(p) for p in prologue), wrap=unwrapped[1])
+
+
+def softmax_module(source: str) -> str | None:
+    """The candidate module that computes ``source``'s softmax over the last dimension with the
+    softmax exemplar (views around it allowed), or None when the forward is anything else."""
+    return write_module(source, fit_softmax, lambda fit: [f"sm_x = {fit.a}", f"return {fit.wrap.format('softmax(sm_x)')}"],
+                        ("softmax",))
+
+
+def fit_softmax(forward: ast.FunctionDef) -> MatmulFit | None:
+    """A forward that is ``softmax(x, dim=-1)`` of views (``torch.softmax``, ``F.softmax``,
+    ``x.softmax``), as a fit with ``a`` the softmax's input."""
+    resolved = _resolved(forward)
+    if resolved is None:
+        return None
+    result, prologue, sizes = resolved
+    unwrapped = unwrap_views(result, sizes)
+    if unwrapped is None:
+        return None
+    core, wrap = unwrapped
+    name, receiver = _call_name(core)
+    if name != "softmax" or not isinstance(core, ast.Call):
+        return None
+    args = _args(core, receiver)
+    kw = {k.arg: k.value for k in core.keywords}
+    if set(kw) - {"dim"} or len(args) + len(kw) != 2:
+        return None
+    dim = kw.get("dim", args[1] if len(args) > 1 else None)
+    if _number(dim) not in (-1.0,) or not all(_only_views(e, sizes) for e in (args[0], *(p.value for p in prologue))):
+        return None
+    return MatmulFit(call="softmax", a=ast.unparse(args[0]), b="", bias=None,
                      prologue=tuple(ast.unparse(p) for p in prologue), wrap=wrap)
 
 

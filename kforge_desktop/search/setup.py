@@ -167,6 +167,8 @@ _TRITON_SEEDS = (  # (fit: the candidate module or None, exemplar name, the seed
     (matmul_seed.matmul_module, matmul_seed.EXEMPLAR_NAME,
      "exemplar matmul: the product on the tensor cores, fp32 as three TF32 products each (fp32 accuracy), "
      "where cuBLAS runs fp32 without them"),
+    (matmul_seed.softmax_module, "softmax",
+     "exemplar softmax: one program per row, a row held in registers read once and written once"),
 )
 
 

@@ -148,3 +148,26 @@ def test_the_softmax_exemplar_computes_rows_in_one_pass_or_two(shape, block, tmp
     path.write_text(SOFTMAX.replace("{shape}", shape))
     verdict = evaluator.evaluate(load_problem(path), module)
     assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
+
+
+@pytest.mark.parametrize("body, fits", [
+    ("return torch.softmax(a, dim=-1)", True),
+    ("return F.softmax(a.view(-1, 10), -1).view(a.shape)", True),
+    ("return a.softmax(-1)", True),
+    ("return torch.softmax(a, dim=1)", False),  # not the last dimension of a 2-D input
+    ("return torch.softmax(a * 2.0, dim=-1)", False),  # a scale the exemplar does not compute
+    ("return torch.softmax(a, dim=-1, dtype=torch.float64)", False),
+])
+def test_a_row_softmax_gets_the_softmax_exemplar(body, fits, tmp_path, evaluator):
+    """A forward that is one softmax over the last dimension gets the softmax exemplar as a GPU seed
+    (verified here); anything else gets none."""
+    from kforge_desktop.search.matmul_seed import softmax_module
+
+    problem_source = PRODUCT.replace("{body}", body).replace("{inputs}", "torch.randn(6, 40), torch.zeros(1), torch.zeros(1)")
+    module = softmax_module(problem_source)
+    assert (module is not None) == fits, body
+    if fits:
+        path = tmp_path / "softmax_problem.py"
+        path.write_text(problem_source)
+        verdict = evaluator.evaluate(load_problem(path), module)
+        assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
