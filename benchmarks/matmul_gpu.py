@@ -104,23 +104,20 @@ def run_split(clock) -> dict:
     x = torch.randn(4, 768, 64, 64, device="cuda")
     scale = 256 ** -0.5
 
-    def reference(x):
+    def qkv(x):
         q, k, v = x.chunk(3, dim=1)
         b, c, h, w = q.shape
-        q = q.reshape(b, c, h * w).transpose(1, 2)
-        k = k.reshape(b, c, h * w)
-        v = v.reshape(b, c, h * w).transpose(1, 2)
+        return q.reshape(b, c, h * w).transpose(1, 2), k.reshape(b, c, h * w), v.reshape(b, c, h * w).transpose(1, 2)
+
+    def reference(x):
+        q, k, v = qkv(x)
         probs = torch.softmax(torch.bmm(q, k) * scale, dim=-1)
-        return torch.bmm(probs, v).transpose(1, 2).reshape(b, c, h, w)
+        return torch.bmm(probs, v).transpose(1, 2).reshape(x.shape[0], -1, *x.shape[2:])
 
     def split(x):
-        q, k, v = x.chunk(3, dim=1)
-        b, c, h, w = q.shape
-        q = q.reshape(b, c, h * w).transpose(1, 2)
-        k = k.reshape(b, c, h * w)
-        v = v.reshape(b, c, h * w).transpose(1, 2)
+        q, k, v = qkv(x)
         probs = torch.softmax(mm.matmul(q, k, alpha=scale), dim=-1)
-        return mm.matmul(probs, v).transpose(1, 2).reshape(b, c, h, w)
+        return mm.matmul(probs, v).transpose(1, 2).reshape(x.shape[0], -1, *x.shape[2:])
 
     row: dict = {"shape": "split_attention"}
     with torch.no_grad():

@@ -153,15 +153,23 @@ def _resolved(forward: ast.FunctionDef) -> tuple[ast.expr, list[ast.Assign], set
     return None
 
 
-def fit_attention(forward: ast.FunctionDef) -> AttentionFit | None:
+def read_forward(forward: ast.FunctionDef) -> tuple[ast.expr, str, list[ast.Assign], set[str]] | None:
+    """The forward as one expression under the views of its result: (that expression, the views as a
+    format string, the unpacking statements it needs, the names that hold sizes); None when the
+    forward does more than bind names and return (``_resolved``) or a view of the result computes."""
     resolved = _resolved(forward)
     if resolved is None:
         return None
     result, prologue, sizes = resolved
     unwrapped = unwrap_views(result, sizes)
-    if unwrapped is None:
+    return None if unwrapped is None else (*unwrapped, prologue, sizes)
+
+
+def fit_attention(forward: ast.FunctionDef) -> AttentionFit | None:
+    read = read_forward(forward)
+    if read is None:
         return None
-    result, wrap = unwrapped
+    result, wrap, prologue, sizes = read
     second = _matmul(result)
     if second is None:
         return None

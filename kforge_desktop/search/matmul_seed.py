@@ -17,16 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .attention_seed import (
-    _args,
-    _call_name,
-    _matmul,
-    _number,
-    _only_views,
-    _resolved,
-    unwrap_views,
-    write_module,
-)
+from .attention_seed import _args, _call_name, _matmul, _number, _only_views, read_forward, write_module
 
 EXEMPLAR_NAME = "matmul"
 
@@ -56,19 +47,16 @@ def _product_call(fit: MatmulFit) -> list[str]:
 
 
 def fit_matmul(forward: ast.FunctionDef) -> MatmulFit | None:
-    resolved = _resolved(forward)
-    if resolved is None:
-        return None
-    result, prologue, sizes = resolved
-    unwrapped = unwrap_views(result, sizes)
-    core = _product(unwrapped[0]) if unwrapped is not None else None
+    read = read_forward(forward)
+    core = _product(read[0]) if read is not None else None
     if core is None:
         return None
+    _, wrap, prologue, sizes = read
     call, a, b, bias = core
     if not all(_only_views(e, sizes) for e in (a, b, bias, *(p.value for p in prologue))):
         return None
     return MatmulFit(call=call, a=ast.unparse(a), b=ast.unparse(b), bias=None if bias is None else ast.unparse(bias),
-                     prologue=tuple(ast.unparse(p) for p in prologue), wrap=unwrapped[1])
+                     prologue=tuple(ast.unparse(p) for p in prologue), wrap=wrap)
 
 
 def softmax_module(source: str) -> str | None:
@@ -81,14 +69,10 @@ def softmax_module(source: str) -> str | None:
 def fit_softmax(forward: ast.FunctionDef) -> MatmulFit | None:
     """A forward that is ``softmax(x, dim=-1)`` of views (``torch.softmax``, ``F.softmax``,
     ``x.softmax``), as a fit with ``a`` the softmax's input."""
-    resolved = _resolved(forward)
-    if resolved is None:
+    read = read_forward(forward)
+    if read is None:
         return None
-    result, prologue, sizes = resolved
-    unwrapped = unwrap_views(result, sizes)
-    if unwrapped is None:
-        return None
-    core, wrap = unwrapped
+    core, wrap, prologue, sizes = read
     name, receiver = _call_name(core)
     if name != "softmax" or not isinstance(core, ast.Call):
         return None
