@@ -1,7 +1,8 @@
 """The CUDA exemplars on GPU-sized problems: correct, and how far from the memory-bandwidth floor?
 
 Every exemplar family has a problem of its own in ``benchmarks/problems_gpu/`` (8192-16384 rows of
-4096 fp32, or the GroupNorm of a diffusion U-Net block). For each one this script
+4096 fp32, or the GroupNorm of a diffusion U-Net block; a Triton exemplar, ``*_triton``, shares its
+family's problem and is fitted to the forward, as a GPU search places it). For each one this script
 
 1. adapts the family's exemplar to the problem with the scaffold, exactly as a search places it as a
    seed node (``seed`` in the table says which exemplar the search itself would pick), and evaluates
@@ -55,6 +56,8 @@ FAMILIES = {
     "silu_mul": ("silu_mul.py", "silu_mul"),
     "relu": ("relu.py", "relu"),
     "row_sum": ("row_sum.py", "row_sum"),
+    # Triton exemplars, fitted to the problem's forward as a GPU search places them as seeds
+    "row_softmax_triton": ("softmax.py", "triton:softmax"),
 }
 
 NOTES = {
@@ -114,6 +117,15 @@ def seed_source(family: str) -> tuple[object, str, str, str]:
     file, name = FAMILIES[family]
     problem = load_problem(PROBLEMS / file)
     scaffold = build_scaffold(problem, language="cuda")
+    primary = next(a.name for a in scaffold.args if a.role == "input")
+    shape = "x".join(map(str, scaffold.shapes[primary]))
+    if name.startswith("triton:"):
+        from kforge_desktop.search.matmul_seed import softmax_module
+
+        source = {"triton:softmax": softmax_module}[name](problem.source)
+        if source is None:
+            raise RuntimeError(f"the Triton exemplar {name} does not fit {file}")
+        return problem, source, name, shape
     seeds = seed_exemplars(scaffold, problem.source)
     seed = seeds[0][0].name if seeds else "none"
     exemplar = exemplar_named(name, "cuda")
@@ -122,8 +134,7 @@ def seed_source(family: str) -> tuple[object, str, str, str]:
     code = adapt(exemplar, scaffold, problem.source)
     if code is None:
         raise RuntimeError(f"exemplar {name} does not fit the signature of {file}")
-    primary = next(a.name for a in scaffold.args if a.role == "input")
-    return problem, scaffold.module_source(code), seed, "x".join(map(str, scaffold.shapes[primary]))
+    return problem, scaffold.module_source(code), seed, shape
 
 
 # -- phase 1: the evaluator's verdicts (what the search sees) ------------------------------------------
@@ -226,9 +237,14 @@ class DeviceClock:
 
 
 def load_module(source: str, name: str) -> types.ModuleType:
-    """Our own exemplar's module (trusted: the worker already verified it), built from the shared cache."""
+    """Our own exemplar's module (trusted: the worker already verified it), built from the shared cache;
+    from a file (Triton reads a kernel's source back from its file)."""
     module = types.ModuleType(name)
-    exec(compile(source, name, "exec"), module.__dict__)
+    path = Path(tempfile.mkdtemp(prefix="kforge-exemplar-")) / f"{name}.py"
+    path.write_text(source)
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    exec(compile(source, str(path), "exec"), module.__dict__)
     return module
 
 
