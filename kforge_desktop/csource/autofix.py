@@ -34,7 +34,8 @@ _STD_HEADERS = {
     "vector": "vector", "array": "array", "inner_product": "numeric", "accumulate": "numeric",
     "iota": "numeric", "partial_sum": "numeric", "inclusive_scan": "numeric", "exclusive_scan": "numeric",
     "memcpy": "cstring", "memset": "cstring", "pair": "utility",
-    "unique_ptr": "memory", "function": "functional",
+    "unique_ptr": "memory", "function": "functional", "invalid_argument": "stdexcept", "runtime_error": "stdexcept",
+    "out_of_range": "stdexcept", "numeric_limits": "limits",
 }
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
 

@@ -103,8 +103,15 @@ def _op_sentence(op: str, scaffold: Scaffold, source: str, language: str) -> str
     if op.startswith("max_pool") or op.startswith("avg_pool"):
         return ("pooling: each output value is the max (or mean) of one window of the input along the pooled "
                 "dimensions (kernel_size and stride as in the reference)")
-    if op in ("sum", "mean", "amax", "amin", "prod"):
-        return f"{op}: a reduction (see the output's shape for which dimension it reduces)"
+    if op in ("sum", "mean", "amax", "amin", "prod", "max", "min"):
+        k = scaffold.reduced_dim()
+        where = ("over each row" if k is not None and k == len(scaffold.shapes[inputs[0]]) - 1 else
+                 f"over dimension {k} (see the reduction line above)" if k is not None else
+                 "(see the output's shape for which dimension it reduces)")
+        what = {"mean": "the sum of the values reduced divided by how many there are",
+                "amax": "the largest value", "max": "the largest value", "amin": "the smallest value",
+                "min": "the smallest value", "sum": "the sum", "prod": "the product"}[op]
+        return f"{op}: a reduction {where}: {what}"
     if op in ("bmm", "mm", "matmul", "addmm", "baddbmm", "linear"):
         return f"{op}: a matrix product (see the reference for which operands and shapes)"
     if op in table:
@@ -132,6 +139,22 @@ def _number_in(value: float, code: str) -> bool:
     return any(t in code for t in {text, f"{value!r}", f"{value:g}"})
 
 
+def unexplained_factors(ex: Exemplar, scaffold: Scaffold, source: str = "", language: str | None = None) -> list[str]:
+    """A sentence for each constant factor the reference multiplies or divides by that the example
+    neither takes as its ``scale`` nor writes itself (quick GELU's 1.702 beside the SiLU exemplar): an
+    exemplar that otherwise fits computes something else, and is no seed."""
+    if any(p == "scale" for _, p in ex.params()):
+        return []
+    out: list[str] = []
+    for op, v in scaffold.op_args:
+        if op in ("mul", "div") and isinstance(v, float) and abs(v) != 1.0 and math.isfinite(v) \
+                and not _number_in(v, ex.code):
+            text = _op_sentence(op, scaffold, source, language or scaffold.language)
+            if text not in out:
+                out.append(text)
+    return out
+
+
 def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: str | None = None) -> list[str]:
     """What this problem computes otherwise than ``ex``: one sentence per difference (empty when the
     exemplar fits the problem and computes all of it)."""
@@ -141,7 +164,7 @@ def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: st
     f = partial_fit(ex, scaffold, source)
     missing = missing_ops(ex, scaffold)
     if f is not None and f.complete and not missing and needs_met(ex, scaffold) and output_fits(ex, scaffold):
-        return []
+        return unexplained_factors(ex, scaffold, source, lang)
     out: list[str] = []
     if not needs_met(ex, scaffold):
         needs = " and ".join(n.replace("|", " or ") for n in ex.needs)
@@ -160,13 +183,9 @@ def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: st
     left_out = extra_activations(ex, scaffold)
     if left_out:
         out.append(f"the example applies {', '.join(left_out)}; this model does not: leave that out")
-    if not any(p == "scale" for _, p in ex.params()):  # constant factors the example does not have
-        for op, v in scaffold.op_args:
-            if op in ("mul", "div") and isinstance(v, float) and abs(v) != 1.0 and math.isfinite(v) \
-                    and not _number_in(v, ex.code):
-                text = _op_sentence(op, scaffold, source, lang)
-                if text not in out:
-                    out.append(text)
+    for text in unexplained_factors(ex, scaffold, source, lang):
+        if text not in out:
+            out.append(text)
     if f is not None:
         docs = {a.name: a.doc for a in scaffold.args}
         for name in f.extra:
@@ -182,7 +201,12 @@ def differences(ex: Exemplar, scaffold: Scaffold, source: str = "", language: st
             out.append(f"the example's `{name}` has no counterpart here: leave it out")
     if len(scaffold.outputs) == 1 and not output_fits(ex, scaffold):
         shape = scaffold.shapes.get(scaffold.outputs[0])
-        if shape is not None:
+        k = scaffold.reduced_dim()
+        if shape is not None and ex.output == "per-row" and k is not None:
+            out.append(f"the example reduces each row (the last dimension); this model reduces dimension {k}: "
+                       f"the output `{scaffold.outputs[0]}` has shape {list(shape)} ({math.prod(shape)} values), "
+                       "indexed as the reduction line above says")
+        elif shape is not None:
             out.append(f"the output `{scaffold.outputs[0]}` has shape {list(shape)} ({math.prod(shape)} values): "
                        "write exactly those, not one value per input value as the example does"
                        if ex.output == "like-input" else

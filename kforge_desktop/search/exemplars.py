@@ -35,6 +35,7 @@ from pathlib import Path
 from .. import paths
 from ..csource.items import function_head, function_text, split_items
 from ..kernels.native import parse_exports
+from .differences import unexplained_factors
 from .fitting import adapt, argument_map, fit, forward_constant  # noqa: F401  (the fitting API, re-exported)
 from .memory import load_memory
 from .scaffold import FUNCTION, Scaffold
@@ -210,10 +211,11 @@ def rank(scaffold: Scaffold, source: str, language: str | None = None, memory: b
             score -= 6.0
         if adapted is not None:
             score += 2.0
-        if not output_fits(ex, scaffold):
+        if not output_fits(ex, scaffold) and not (ex.output == "per-row" and scaffold.reduced_dim() is not None):
             # it writes another number of values than the problem's output holds (a softmax's row for a
             # per-row variance): a family that writes the right amount comes first, and one that also
-            # computes none of the problem's operators (a GELU for a pooling) is no guide at all
+            # computes none of the problem's operators (a GELU for a pooling) is no guide at all. A
+            # reduction of rows is the nearest guide for a reduction over another dimension
             score -= 1.5 + (2.0 if coverage == 0.0 else 0.0)
         if ex.origin == "memory":
             score += 0.5
@@ -303,14 +305,15 @@ def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: f
     family's ``needs``, apply no activation the problem lacks, and compute every operator of the
     problem, or all but an elementwise epilogue at the end (that seed is incomplete on purpose: its
     repair asks the model to add exactly that).
-    An exemplar that leaves out anything else is no seed: it would be a wrong first node, and on
+    An exemplar that leaves out anything else (a constant factor included: quick GELU's 1.702 beside
+    SiLU) is no seed: it would be a wrong first node, and on
     targets whose output is smaller than their input, such as pooling, it would write out of bounds.
 
     ``limit`` counts our exemplars; the best fitting kernel of the user's memory comes as well."""
     fitting = [(ex, code) for score, ex, code in rank(scaffold, source, memory=memory)
                if code is not None and score >= min_score and output_fits(ex, scaffold) and needs_met(ex, scaffold)
                and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))
-               and not extra_activations(ex, scaffold)]
+               and not extra_activations(ex, scaffold) and not unexplained_factors(ex, scaffold, source)]
     ours = [(ex, code) for ex, code in fitting if ex.origin != "memory"][:limit]
     remembered = [(ex, code) for ex, code in fitting if ex.origin == "memory" and not missing_ops(ex, scaffold)][:1]
     return remembered + ours

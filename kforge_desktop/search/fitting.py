@@ -49,6 +49,7 @@ class Fit:
     mapping: dict[str, str]  # exemplar parameter -> problem argument
     constants: dict[str, float] = field(default_factory=dict)  # exemplar scalar -> value the reference uses
     dropped: dict[str, float] = field(default_factory=dict)  # optional parameter the problem lacks -> neutral value
+    derived: dict[str, str] = field(default_factory=dict)  # exemplar scalar -> C expression of a problem argument
     unused: tuple[str, ...] = ()  # problem arguments the exemplar does not need (sizes of secondary inputs)
     missing: tuple[str, ...] = ()  # exemplar parameters with no partner: the exemplar does not fit
     extra: tuple[str, ...] = ()  # problem arguments the exemplar has no use for: it does not fit
@@ -169,6 +170,7 @@ def partial_fit(ex: Exemplar, scaffold: Scaffold, source: str = "") -> Fit | Non
     # 3. scalars the reference writes as constants, then optional parameters the problem lacks
     constants: dict[str, float] = {}
     dropped: dict[str, float] = {}
+    derived: dict[str, str] = {}
     missing: list[str] = []
     for ctype, name in ex_params:
         if name in mapping:
@@ -176,7 +178,14 @@ def partial_fit(ex: Exemplar, scaffold: Scaffold, source: str = "") -> Fit | Non
         if ctype in ("float", "double") or name == "num_groups":
             value = problem_constant(name, scaffold, source)
             if value is not None:
-                constants[name] = value
+                partner, expr = _scalar_partner(value, [a for a in args if a.name not in used])
+                if partner is None:
+                    constants[name] = value
+                elif expr == partner:
+                    mapping[name] = partner
+                else:
+                    derived[name] = expr
+                used.update([partner] if partner else [])
                 continue
         if name in optional:
             dropped[name] = optional[name]
@@ -185,7 +194,22 @@ def partial_fit(ex: Exemplar, scaffold: Scaffold, source: str = "") -> Fit | Non
     left = [a.name for a in args if a.name not in used]
     unused = tuple(n for n in left if _secondary_size(by_name[n], scaffold))
     extra = tuple(n for n in left if n not in unused)
-    return Fit(mapping, constants, dropped, unused, tuple(missing), extra)
+    return Fit(mapping, constants, dropped, derived=derived, unused=unused, missing=tuple(missing), extra=extra)
+
+
+def _scalar_partner(value: float, args) -> tuple[str | None, str]:
+    """The problem's float argument that an exemplar scalar of ``value`` stands for, and the C expression
+    of it: ``temperature`` itself when the reference multiplies by it, ``1.0f / temperature`` when it
+    divides by it (a softmax of ``x / self.temperature`` is the exemplar's ``x * scale``); (None, "")
+    when no argument holds that value."""
+    for a in args:
+        if a.role != "scalar" or _base_type(a.ctype) != "float" or not isinstance(a.value, (int, float)) or not a.value:
+            continue
+        if abs(a.value - value) <= 1e-6 * abs(value):
+            return a.name, a.name
+        if abs(1.0 / a.value - value) <= 1e-6 * abs(value):
+            return a.name, f"1.0f / {a.name}"
+    return None, ""
 
 
 def _secondary_size(arg, scaffold: Scaffold) -> bool:
@@ -211,6 +235,7 @@ def argument_map(ex: Exemplar, scaffold: Scaffold, source: str = "") -> dict[str
     out = dict(f.mapping)
     out.update({k: f"={v!r}" for k, v in f.constants.items()})
     out.update({k: f"={v!r}" for k, v in f.dropped.items()})
+    out.update({k: f"={v}" for k, v in f.derived.items()})
     return out
 
 
@@ -302,11 +327,13 @@ def adapt(ex: Exemplar, scaffold: Scaffold, source: str = "") -> str | None:
             break
     inner, rest = body[:end], body[end:]
     renames = {k: v for k, v in f.mapping.items() if k != v}
+    taken = set(re.findall(r"\b[A-Za-z_]\w*\b", strip_cpp_comments(inner))) - set(f.mapping)
+    if taken & (set(renames.values()) | {expr.split()[-1] for expr in f.derived.values()}):
+        return None  # a problem argument named like one of the exemplar's locals
     if renames:
-        taken = set(re.findall(r"\b[A-Za-z_]\w*\b", strip_cpp_comments(inner))) - set(f.mapping)
-        if taken & set(renames.values()):
-            return None  # a problem argument named like one of the exemplar's locals
         pattern = re.compile(r"(?<![.\w])(" + "|".join(re.escape(k) for k in renames) + r")\b")
         inner = pattern.sub(lambda mm: renames[mm.group(1)], inner)
     decls = "".join(f"\n    const {_const_type(ptypes[k])} {k} = {_literal(v)};  // {why}" for k, (v, why) in declared.items())
+    decls += "".join(f"\n    const {_const_type(ptypes[k])} {k} = {expr};  // the reference divides by {expr.split()[-1]}"
+                     for k, expr in f.derived.items())
     return head + scaffold.signature() + " {" + decls + inner + rest

@@ -111,11 +111,43 @@ class Scaffold:
             params.append("cudaStream_t stream")
         return f'extern "C" void {self.function}({", ".join(params)})'
 
+    def reduced_dim(self) -> int | None:
+        """The dimension of the first input that the one output drops (or keeps as size 1): ``x.mean(dim=1)``
+        of [8, 32, 64] is [8, 64] (dim 1); None when the output is not the input with one dimension reduced."""
+        inputs = [a.name for a in self.args if a.role == "input"]
+        if len(self.outputs) != 1 or not inputs:
+            return None
+        x, out = self.shapes.get(inputs[0]), self.shapes.get(self.outputs[0])
+        if not x or out is None or len(x) < 2:
+            return None
+        found = {k for k in range(len(x)) if x[k] > 1 and (list(out) == x[:k] + x[k + 1:] or
+                                                           list(out) == x[:k] + [1] + x[k + 1:])}
+        return found.pop() if len(found) == 1 else None
+
+    def reduction_line(self) -> str:
+        """For a reduction over one dimension, how an output value's inputs are laid out (the indexing the
+        model got wrong on reductions over a middle dimension); "" for anything else."""
+        k = self.reduced_dim()
+        if k is None:
+            return ""
+        x = next(a.name for a in self.args if a.role == "input")
+        dims, out = self.shapes[x], self.outputs[0]
+        n, outer, inner = dims[k], math.prod(dims[:k]), math.prod(dims[k + 1:])
+        if inner == 1:
+            return (f"Reduction over the last dimension of {x} (length {n}): {out}[r] combines the {n} values "
+                    f"{x}[r * {n} + c], c = 0..{n - 1}, for each of the {outer} values r.")
+        return (f"Reduction over dimension {k} of {x} (length {n}; not the last one): with outer = {outer} (the "
+                f"dimensions before it) and inner = {inner} (those after it), {out}[o * {inner} + i] combines the {n} "
+                f"values {x}[(o * {n} + j) * {inner} + i], j = 0..{n - 1}. Values with consecutive i are adjacent in "
+                "memory: keep i in the innermost loop (accumulate a row of inner partial results).")
+
     def describe_args(self) -> str:
         """One line per argument for the prompt: what it is, its shape, how it is laid out."""
         lines = [f"- {a.name}: {a.doc}" for a in self.args]
         if self.language == "cuda":
             lines.append("- stream: the CUDA stream to launch on (kernel<<<grid, block, smem, stream>>>)")
+        if self.reduction_line():
+            lines.append(self.reduction_line())
         if self.aten_ops:
             lines.append("The PyTorch forward runs these operations in order; the kernel must do all of them: "
                          + " -> ".join(self.aten_ops) + ".")

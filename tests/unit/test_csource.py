@@ -77,14 +77,16 @@ def test_a_double_literal_beside_a_float_in_std_max_becomes_a_float_literal():
 
 
 def test_a_standard_name_used_without_its_header_gets_the_header():
-    """``std::vector`` and ``std::inner_product`` need <vector> and <numeric>, which the prelude does not
-    include (the model used both on l2_normalize and cumsum_rows): the header is added and it compiles."""
+    """``std::vector``, ``std::inner_product`` and ``std::invalid_argument`` need <vector>, <numeric> and
+    <stdexcept>, which the prelude does not include (the model used them on l2_normalize, cumsum_rows and
+    log_softmax): the headers are added and it compiles."""
     from kforge_desktop.csource.autofix import autofix
     from kforge_desktop.kernels.native import syntax_check
     from kforge_desktop.search.scaffold import PRELUDE
 
     kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
               "    for (int64_t r = 0; r < rows; ++r) {\n"
+              "        if (cols <= 0) throw std::invalid_argument(\"cols\");\n"
               "        std::vector<float> row(x + r * cols, x + (r + 1) * cols);\n"
               "        const float n = std::sqrt(std::inner_product(row.begin(), row.end(), row.begin(), 0.0f));\n"
               "        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = row[c] / n;\n"
@@ -95,4 +97,5 @@ def test_a_standard_name_used_without_its_header_gets_the_header():
     assert err and "vector" in err
     fixed, notes = autofix(kernel, prelude, err)
     assert notes == ["standard headers"] and "#include <vector>" in fixed and "#include <numeric>" in fixed
+    assert "#include <stdexcept>" in fixed
     assert not syntax_check(prelude + "\n" + fixed, "cpp")

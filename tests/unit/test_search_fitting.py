@@ -108,6 +108,22 @@ FITS = {
     "tanh GELU without a bias": (problem("gelu_tanh", NO_INIT, '''
     def forward(self, x):
         return F.gelu(x, approximate="tanh")''', "[3.0 * torch.randn(16, 64)]"), "gelu_bias", "gelu_tanh("),
+    "a softmax at a temperature (x / T, T an attribute)": (problem("softmax_t", "        self.temperature = 0.7", '''
+    def forward(self, logits):
+        return torch.softmax(logits / self.temperature, dim=-1)''', "[torch.randn(16, 64)]"), "row_softmax",
+        "const float scale = 1.0f / temperature;"),
+    "a softmax of x times a literal": (problem("softmax_half", NO_INIT, '''
+    def forward(self, x):
+        return torch.softmax(x * 0.5, dim=-1)''', "[4.0 * torch.randn(16, 64)]"), "row_softmax",
+        "const float scale = 0.5f;"),
+    "RMSNorm of a residual sum": (problem("rms_skip", "        self.weight = nn.Parameter(1 + 0.1 * torch.randn(64))", '''
+    def forward(self, x, skip):
+        h = x + skip
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight''',
+        "[torch.randn(16, 64), torch.randn(16, 64)]"), "rms_norm_residual", "skip + r * cols"),
+    "SiLU alone (the SwiGLU exemplar without its b)": (problem("silu_only", NO_INIT, '''
+    def forward(self, x):
+        return F.silu(x)''', "[3.0 * torch.randn(16, 64)]"), "silu_mul", "out[i] = silu(a[i]);"),
     "GroupNorm without affine parameters": (problem("gn_bare", "        self.gn = nn.GroupNorm(4, 16, affine=False)", '''
     def forward(self, x):
         return self.gn(x)''', "[torch.randn(2, 16, 5, 5)]"), "group_norm", "inv_std"),
@@ -127,7 +143,8 @@ def test_an_exemplar_fits_what_the_op_computes_not_one_signature(case, build_cac
     assert torch.allclose(ref, new, atol=1e-5, rtol=1e-4), (ref - new).abs().max()
 
 
-@pytest.mark.parametrize("name", ["masked_softmax", "layer_norm_residual", "group_norm_silu", "bias_gelu_erf"])
+@pytest.mark.parametrize("name", ["masked_softmax", "layer_norm_residual", "group_norm_silu", "bias_gelu_erf",
+                                  "rms_norm_residual"])
 def test_the_new_families_exist_on_both_languages_and_say_what_they_need(name):
     cpp, cuda = exemplar_named(name, "cpp"), exemplar_named(name, "cuda")
     assert cpp is not None and cuda is not None
@@ -172,8 +189,7 @@ def test_without_an_exact_fit_the_nearest_family_guides_and_the_directive_says_w
     row = exemplar_named("row_softmax", "cpp")
     notes = differences(row, causal, CAUSAL_SCALED.source)
     assert any("causal mask" in n and "columns j > i get -inf before the max" in n for n in notes), notes
-    assert any("multiplies by 0.125 (`scale` in the signature)" in n for n in notes), notes
-    assert missing_ops(row, causal) == ["triu", "mul", "masked_fill"]
+    assert missing_ops(row, causal) == ["triu", "masked_fill"]  # the row softmax takes a scale too
 
     log = problem("log_softmax", NO_INIT, '''
     def forward(self, x):
@@ -250,3 +266,53 @@ def test_a_tensor_where_the_signature_takes_a_number_is_a_compile_error_before_a
     bad = f'extern "C" void {scaffold.function}({", ".join(params)}) {{}}\n'
     err = signature_mismatch(scaffold, bad)
     assert err and f"parameter {i + 1} is `const float* {names[i]}`" in err and f"`float {names[i]}`" in err
+
+
+def test_a_constant_factor_the_exemplar_lacks_keeps_it_from_being_a_seed():
+    """Quick GELU, x * sigmoid(1.702 * x): the SiLU exemplar (SwiGLU's, without its b) is shown with the
+    problem's exact signature, the directive names the 1.702, and it is no seed (it would be a wrong
+    first node). The same exemplar is the seed of SiLU itself (the FITS case above)."""
+    quick = problem("quick_gelu", NO_INIT, '''
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)''', "[torch.randn(16, 64)]")
+    scaffold = build_scaffold(quick)
+    assert not seed_exemplars(scaffold, quick.source)
+    ex, code = best_exemplar(scaffold, quick.source)
+    assert ex.name == "silu_mul" and scaffold.signature() in code and "const float* b" not in code
+    assert differences(ex, scaffold, quick.source) == ["the reference also multiplies by 1.702"]
+
+
+def test_a_reduction_over_a_middle_dimension_is_told_how_it_is_laid_out(build_cache):
+    """``x.mean(dim=1)`` of [8, 32, 64]: the prompt's arguments say which values each output combines, as
+    an index formula; a kernel that follows that formula literally is correct. The row-sum exemplar (a
+    reduction) guides it, not RMSNorm (which also runs a mean but writes one value per input value),
+    and the directive says it reduces another dimension than the example's rows."""
+    mean = problem("mean_mid", NO_INIT, '''
+    def forward(self, x):
+        return x.mean(dim=1)''', "[torch.randn(8, 32, 64)]")
+    scaffold = build_scaffold(mean)
+    assert scaffold.reduced_dim() == 1
+    said = scaffold.describe_args()
+    assert "out[o * 64 + i] combines the 32 values x[(o * 32 + j) * 64 + i], j = 0..31" in said
+    ex, _ = best_exemplar(scaffold, mean.source)
+    assert ex.name == "row_sum" and not seed_exemplars(scaffold, mean.source)
+    notes = differences(ex, scaffold, mean.source)
+    assert any("reduces dimension 1" in n for n in notes) and any("divided by how many" in n for n in notes), notes
+    params = ", ".join(a.decl for a in scaffold.args)
+    kernel = (f'extern "C" void kernel_forward({params}) {{\n'
+              "    for (int64_t o = 0; o < 8; ++o)\n"
+              "        for (int64_t i = 0; i < 64; ++i) {\n"
+              "            float s = 0.0f;\n"
+              "            for (int64_t j = 0; j < 32; ++j) s += x[(o * 32 + j) * 64 + i];\n"
+              "            out[o * 64 + i] = s / 32.0f;\n"
+              "        }\n}\n")
+    ref, got = _outputs(mean, kernel)
+    assert torch.allclose(ref, got, atol=1e-6), (ref - got).abs().max()
+    last = build_scaffold(problem("sum_last", NO_INIT, '''
+    def forward(self, x):
+        return x.sum(-1, keepdim=True)''', "[torch.randn(8, 32, 64)]"))
+    assert last.reduced_dim() == 2 and "out[r] combines the 64 values x[r * 64 + c]" in last.describe_args()
+    same = build_scaffold(problem("softmax_rows", NO_INIT, '''
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)''', "[torch.randn(8, 64)]"))
+    assert same.reduced_dim() is None and "Reduction" not in same.describe_args()

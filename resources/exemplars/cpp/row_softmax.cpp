@@ -1,17 +1,18 @@
 // exemplar: row_softmax
-// keywords: softmax row exp max sum normalize attention logits dim
-// ops: softmax _softmax exp amax max sum sub div
-// about: softmax over the last dimension, one row at a time: max, then exp and sum, then scale.
+// keywords: softmax row exp max sum normalize attention logits dim scale temperature
+// ops: softmax _softmax exp amax max sum sub div mul
+// optional: scale=1
+// about: softmax of x * scale over the last dimension (a temperature T is scale = 1 / T), one row at a time: max, then exp and sum, then normalize.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-// the largest value of one row
-static inline float row_max(const float* xr, int64_t cols) {
+// the largest of xr[c] * scale over one row
+static inline float row_max(const float* xr, float scale, int64_t cols) {
     float m = -INFINITY;
     #pragma omp simd reduction(max : m)
-    for (int64_t c = 0; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
+    for (int64_t c = 0; c < cols; ++c) m = xr[c] * scale > m ? xr[c] * scale : m;
     return m;
 }
 
@@ -35,12 +36,12 @@ static inline float fast_exp(float x) {
     return x < -87.0f ? 0.0f : p * scale;
 }
 
-// yr[c] = exp(xr[c] - m); returns the sum of those values
-static inline float exp_row(const float* xr, float m, float* yr, int64_t cols) {
+// yr[c] = exp(xr[c] * scale - m); returns the sum of those values
+static inline float exp_row(const float* xr, float scale, float m, float* yr, int64_t cols) {
     float s = 0.0f;
     #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < cols; ++c) {
-        float e = fast_exp(xr[c] - m);
+        float e = fast_exp(xr[c] * scale - m);
         yr[c] = e;
         s += e;
     }
@@ -53,13 +54,13 @@ static inline void scale_row(float* yr, float k, int64_t cols) {
     for (int64_t c = 0; c < cols; ++c) yr[c] *= k;
 }
 
-extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {
+extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, float scale) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * cols;
         float* yr = out + r * cols;
-        const float m = row_max(xr, cols);
-        const float s = exp_row(xr, m, yr, cols);
+        const float m = row_max(xr, scale, cols);
+        const float s = exp_row(xr, scale, m, yr, cols);
         scale_row(yr, 1.0f / s, cols);
     }
 }

@@ -1,7 +1,8 @@
 // exemplar: silu_mul
 // keywords: silu swish swiglu sigmoid gate mul multiply elementwise activation mlp
 // ops: silu mul sigmoid
-// about: silu(a) * b elementwise (the SwiGLU gate), silu(a) = a / (1 + exp(-a)).
+// optional: b=1
+// about: silu(a) * b elementwise (the SwiGLU gate; without b, SiLU itself), silu(a) = a / (1 + exp(-a)).
 #include <cmath>
 #include <cstdint>
 

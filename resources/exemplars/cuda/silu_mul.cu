@@ -1,7 +1,8 @@
 // exemplar: silu_mul
 // keywords: silu swish swiglu sigmoid gate mul multiply elementwise activation mlp
 // ops: silu mul sigmoid
-// about: silu(a) * b elementwise: float4 loads, VEC float4 per thread, scalar tail.
+// optional: b=1
+// about: silu(a) * b elementwise (without b, SiLU itself): float4 loads, VEC float4 per thread, scalar tail.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cmath>
