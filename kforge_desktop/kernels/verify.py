@@ -95,11 +95,32 @@ def compare(candidate_out, reference_out, override: dict | None = None) -> Compa
         worst_abs, worst_l2 = max(worst_abs, max_abs), max(worst_l2, rel_l2)
         if stats.over:
             return Comparison(False, f"{which}{stats.over} of {r.numel()} values differ beyond atol={tol.atol:g}, "
-                                     f"rtol={tol.rtol:g} (max abs err {max_abs:.3g})", worst_abs, worst_l2)
+                                     f"rtol={tol.rtol:g} (max abs err {max_abs:.3g})"
+                                     f"{first_values(c, r, stats.first_over)}", worst_abs, worst_l2)
         if rel_l2 > tol.rel_l2:
             return Comparison(False, f"{which}relative L2 error {rel_l2:.2e} exceeds {tol.rel_l2:.0e} for "
                                      f"{str(r.dtype).replace('torch.', '')} (reduced precision?)", worst_abs, worst_l2)
     return Comparison(True, "", worst_abs, worst_l2)
+
+
+def first_values(c: torch.Tensor, r: torch.Tensor, flat: int, count: int = 4) -> str:
+    """Where the first wrong value is and what surrounds it, as a repair prompt and the user read it:
+    "; the first at [0, 5]: expected -7.62, got 0.000488; [0, 5..8] expected [-7.62, ...] got [...]"."""
+    if flat < 0 or flat >= r.numel():
+        return ""
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(r.shape))] if r.dim() else []
+    last = r.shape[-1] if r.dim() else 1
+    n = min(count, last - (index[-1] if index else 0))
+    cf, rf = c.detach().reshape(-1)[flat:flat + n].tolist(), r.detach().reshape(-1)[flat:flat + n].tolist()
+
+    def show(values):
+        return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
+    at = ", ".join(map(str, index))
+    span = f"[{', '.join(map(str, index[:-1] + [f'{index[-1]}..{index[-1] + n - 1}']))}]" if index else ""
+    if not index:
+        return f"; expected {rf[0]:.3g}, got {cf[0]:.3g}"
+    text = f"; the first at [{at}]: expected {rf[0]:.3g}, got {cf[0]:.3g}"
+    return text + (f"; {span} expected {show(rf)} got {show(cf)}" if n > 1 else "")
 
 
 CHUNK = 1 << 22  # elements compared at a time: a chunk's float64 temporaries are tens of MB
@@ -113,6 +134,7 @@ class _ValueStats:
     diff_sq: float = 0.0
     ref_sq: float = 0.0
     over: int = 0
+    first_over: int = -1  # flat index of the first value beyond the tolerance (-1: none)
 
 
 def _compare_values(c: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> _ValueStats:
@@ -136,7 +158,10 @@ def _compare_values(c: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> _ValueS
             st.max_abs = max(st.max_abs, float(diff.max().item()))
         st.diff_sq += float(diff.square().sum().item())
         st.ref_sq += float(rf.square().sum().item())
-        st.over += int((diff > (tol.atol + tol.rtol * rf.abs())).sum().item())
+        bad = diff > (tol.atol + tol.rtol * rf.abs())
+        st.over += int(bad.sum().item())
+        if st.first_over < 0 and st.over and bool(r_fin.all()):
+            st.first_over = lo + int(bad.nonzero()[0, 0].item())
         del c64, r64, cf, rf, diff
     return st
 

@@ -91,11 +91,32 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
         previous = ""
         if exp.target and scaffold is not None and parent.parent_id is not None:
             previous = function_text(node(parent.parent_id).kernel_source, exp.target) or ""
-        return prompts.PromptContext(kind=kind, parent_code=code, error=prompts.verdict_feedback(parent.verdict),
+        error = prompts.verdict_feedback(parent.verdict)
+        if scaffold is not None and not previous and parent.verdict is not None and parent.verdict.status == "incorrect":
+            error += reminder(scaffold, problem_source, language, config)
+        return prompts.PromptContext(kind=kind, parent_code=code, error=error,
                                      target=exp.target if previous else "", previous=previous, **common)
     # module: the model writes the whole ModelNew (no scaffold)
     parent_code = parent.source if parent.origin != "root" else ""
     return prompts.PromptContext(kind="module", directive=exp.directive_text, parent_code=parent_code, **common)
+
+
+def reminder(scaffold: Scaffold, problem_source: str, language: str, config: SearchConfig) -> str:
+    """For the repair of a wrong kernel: what the reference computes otherwise than the example the
+    whole-kernel prompt showed (the log of a log-softmax, a mask, a factor), which the wrong kernel most
+    likely left out. On dev/log_softmax the repair was told only the error's size, and answered
+    log(1 + exp(x - max)); the sentence that would have named the log-sum was in the first prompt only.
+    "" when no example guides this problem or it fits exactly."""
+    if not config.exemplars:
+        return ""
+    found = best_exemplar(scaffold, problem_source, memory=config.memory)
+    if found is None:
+        return ""
+    notes = [n for n in differences(found[0], scaffold, problem_source, language)
+             if not n.startswith("the example's `")]  # the example's own parameters: no help here
+    if not notes:
+        return ""
+    return "\nWhat this model computes (check each against the kernel):\n" + "\n".join(f"- {n}" for n in notes)
 
 
 def prefill(ctx: prompts.PromptContext, config: SearchConfig, scaffold: Scaffold | None) -> str:

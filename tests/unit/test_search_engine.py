@@ -120,7 +120,8 @@ def test_the_repair_of_a_failed_edit_asks_for_the_one_changed_function_next_to_i
     seed = next(n for n in store.nodes(pid) if n.origin == "seed")
     store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
     good = function_text(seed.kernel_source, "row_max")
-    broken = seed.kernel_source.replace(good, good.replace("xr[c] > m ? xr[c] : m", "xr[c + 1] > m ? xr[c + 1] : m"))
+    broken = seed.kernel_source.replace(good, good.replace("xr[c] * scale > m ? xr[c] * scale : m",
+                                                           "xr[c + 1] * scale > m ? xr[c + 1] * scale : m"))
     assert broken != seed.kernel_source
     edit = store.add_node(pid, seed.id, "llm", "edit", "cpp", source="x", kernel_source=broken,
                           directive="simd_inner@row_max")
@@ -237,4 +238,38 @@ def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_is_not_sho
     assert "handed the example kernel back unchanged" in model.prompts[1]
     # with nothing correct to start from, that kernel is asked for as a straightforward one
     assert "Approach: Write a straightforward, correct kernel first" in model.prompts[1]
+    store.close()
+
+
+def test_the_repair_of_a_wrong_kernel_names_what_the_model_computes_and_where_it_went_wrong(tmp_path):
+    """A log-softmax kernel that wrote the softmax (what the row-softmax example computes): the repair
+    prompt says where the first wrong value is with the values expected there, and repeats what this
+    model computes otherwise than the example (the log of the softmax), which the first prompt said."""
+    import torch
+
+    from kforge_desktop.kernels.verdict import Verdict
+    from kforge_desktop.kernels.verify import compare
+    from kforge_desktop.llm import prompts
+    from kforge_desktop.problem.problem import Problem
+
+    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+              "    def forward(self, logits):\n        return torch.log_softmax(logits, dim=-1)\n\n\n"
+              "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    store = SessionStore(tmp_path / "r.kforge")
+    pid = create_session(store, Problem(name="log_softmax", source=source, path=None),
+                         SearchConfig(budget_candidates=2))
+    x = torch.randn(16, 64)
+    wrong = compare(torch.softmax(x, -1), torch.log_softmax(x, -1))
+    assert not wrong.ok and "; the first at [0, 0]: expected " in wrong.reason and "[0, 0..3] expected [" in wrong.reason
+    whole = store.add_node(pid, store.root(pid).id, "llm", "whole", "cpp", source="x",
+                           kernel_source='extern "C" void kernel_forward() {}\n')
+    store.record_verdict(whole, Verdict("incorrect", wrong.reason, max_abs_err=wrong.max_abs_err,
+                                        rel_l2_err=wrong.rel_l2_err), -1.0)
+    engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=2))
+    tree = engine._tree()
+    exp = engine.next_expansion(tree)
+    assert (exp.kind, exp.parent_id) == ("repair", whole)
+    user = prompts.render(engine.prompt(exp, tree))[1]
+    assert "the first at [0, 0]: expected" in user
+    assert "What this model computes" in user and "the log of the softmax" in user
     store.close()

@@ -423,7 +423,7 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
     assert prompting.prefill(ctx, engine.config, engine.scaffold()) == ('```cpp\nextern "C" void kernel_forward(const float* x, float* out, int64_t rows, '
                                     'int64_t cols) {\n')
     helper = prompting.prefill(replace(ctx, target="exp_row"), engine.config, engine.scaffold())
-    assert helper == "```cpp\nstatic inline float exp_row(const float* xr, float m, float* yr, int64_t cols) {\n"
+    assert helper == "```cpp\nstatic inline float exp_row(const float* xr, float scale, float m, float* yr, int64_t cols) {\n"
     # repairs of a whole file and from-scratch kernels are not begun for the model
     assert prompting.prefill(replace(ctx, kind="whole"), engine.config, engine.scaffold()) == ""
     engine.config = replace(engine.config, prefill=False)
