@@ -101,6 +101,9 @@ def _op_sentence(op: str, scaffold: Scaffold, source: str, language: str) -> str
         return (f"nll_loss: out[r] = -logp[r, {target}[r]] with logp the log_softmax of row r (one value per row; "
                 f"`{target}` holds each row's class index)")
     if op.startswith("max_pool") or op.startswith("avg_pool"):
+        if scaffold.pooling_line():
+            return (f"pooling: each output value is the {'max' if op.startswith('max') else 'mean'} of one window "
+                    "of the input (see the pooling line above for the window of each output value)")
         return ("pooling: each output value is the max (or mean) of one window of the input along the pooled "
                 "dimensions (kernel_size and stride as in the reference)")
     if op in ("sum", "mean", "amax", "amin", "prod", "max", "min"):

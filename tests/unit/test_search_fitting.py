@@ -316,3 +316,39 @@ def test_a_reduction_over_a_middle_dimension_is_told_how_it_is_laid_out(build_ca
     def forward(self, x):
         return torch.softmax(x, dim=-1)''', "[torch.randn(8, 64)]"))
     assert same.reduced_dim() is None and "Reduction" not in same.describe_args()
+
+
+@pytest.mark.parametrize("pool, what", [
+    ("nn.MaxPool1d(3, stride=2, padding=1)", "max"),
+    ("nn.AvgPool1d(4)", "mean"),
+])
+def test_a_pooling_along_the_last_dimension_is_told_its_window(pool, what, build_cache):
+    """A 1d pooling runs as a 2d one with a window of height 1; the prompt's arguments say which input
+    values each output value takes (window, stride, padding), and a kernel that follows that sentence
+    literally is correct, padding included."""
+    p = problem("pool", f"        self.pool = {pool}", '''
+    def forward(self, x):
+        return self.pool(x)''', "[torch.randn(4, 8, 64)]")
+    scaffold = build_scaffold(p)
+    line = scaffold.pooling_line()
+    assert line in scaffold.describe_args() and f"is the {what} of x[r * 64 + " in line
+    m = scaffold.shapes["out"][-1]
+    k, st, pad = (dict(scaffold.op_args)[f"pool_{s}"] for s in ("kernel", "stride", "padding"))
+    assert f"window {k}, stride {st}, padding {pad}" in line
+    params = ", ".join(a.decl for a in scaffold.args)
+    body = ("float v = -INFINITY; for (int64_t t = 0; t < K; ++t) { int64_t i = j * S - P + t;"
+            " if (i >= 0 && i < 64) v = std::max(v, x[r * 64 + i]); }" if what == "max" else
+            "float v = 0.0f; for (int64_t t = 0; t < K; ++t) v += x[r * 64 + j * S + t]; v /= K;")
+    kernel = (f"constexpr int64_t K = {k}, S = {st}, P = {pad};\n"
+              f'extern "C" void kernel_forward({params}) {{\n'
+              f"    for (int64_t r = 0; r < 32; ++r)\n        for (int64_t j = 0; j < {m}; ++j) {{\n"
+              f"            {body}\n            out[r * {m} + j] = v;\n        }}\n}}\n")
+    ref, got = _outputs(p, kernel)
+    assert torch.allclose(ref, got, atol=1e-6), (ref - got).abs().max()
+
+
+def test_a_two_dimensional_window_gets_no_pooling_line():
+    p = problem("pool2d", NO_INIT, '''
+    def forward(self, x):
+        return F.max_pool2d(x, 2)''', "[torch.randn(4, 8, 64)]")
+    assert build_scaffold(p).pooling_line() == ""
