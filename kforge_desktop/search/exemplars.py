@@ -225,12 +225,60 @@ def rank(scaffold: Scaffold, source: str, language: str | None = None, memory: b
 
 
 def best_exemplar(scaffold: Scaffold, source: str, memory: bool = True) -> tuple[Exemplar, str] | None:
-    """The most similar exemplar and the code to show (adapted when it fits, else as written)."""
+    """The most similar exemplar and the code to show (adapted when it fits, else as written). For a
+    reduction over a dimension other than the last, the sum over that dimension written for this
+    problem's shapes (``reduction_guide``), unless a kernel of the user's memory fits exactly."""
     ranked = rank(scaffold, source, memory=memory)
+    guide = reduction_guide(scaffold)
+    if guide is not None and not (ranked and ranked[0][1].origin == "memory" and ranked[0][2] is not None):
+        return guide, guide.code
     if not ranked or ranked[0][0] <= 0:
         return None
     score, ex, adapted = ranked[0]
     return ex, adapted or with_problem_signature(ex.code, scaffold)
+
+
+def reduction_guide(scaffold: Scaffold) -> Exemplar | None:
+    """The example for a reduction over a middle dimension (``x.mean(dim=1)`` of [8, 32, 64]): the sum
+    over that dimension, in the problem's exact signature, accumulating a row of ``inner`` partial sums
+    so that the innermost loop reads memory in order. The row-reduction exemplar is no guide there: the
+    default model kept its loop over ``rows`` and wrote past the smaller output (the test half's
+    mean_over_dim: 8 of 8 candidates crashed). None for any other problem, and for CUDA."""
+    k = scaffold.reduced_dim()
+    if k is None or scaffold.language != "cpp":
+        return None
+    x = next(a.name for a in scaffold.args if a.role == "input")
+    dims = scaffold.shapes[x]
+    if k == len(dims) - 1:
+        return None  # a reduction of rows: the row exemplar is the guide
+    sizes = {a.name for a in scaffold.args if a.role == "size"}
+
+    def size(lo: int, hi: int) -> str:
+        names = [f"{x}_size{d}" for d in range(lo, hi)]
+        if names and all(n in sizes for n in names):
+            return " * ".join(names)
+        return str(math.prod(dims[lo:hi]))
+    out = scaffold.outputs[0]
+    code = (
+        "#include <cstdint>\n\n"
+        "// acc[i] += xr[i] for i in [0, inner)\n"
+        "static inline void add_row(float* acc, const float* xr, int64_t inner) {\n"
+        "    #pragma omp simd\n"
+        "    for (int64_t i = 0; i < inner; ++i) acc[i] += xr[i];\n"
+        "}\n\n"
+        f"{scaffold.signature()} {{\n"
+        f"    // {x} as [outer, n, inner]: dimension {k} is the one reduced\n"
+        f"    const int64_t outer = {size(0, k)}, n = {size(k, k + 1)}, inner = {size(k + 1, len(dims))};\n"
+        "    #pragma omp parallel for schedule(static)\n"
+        "    for (int64_t o = 0; o < outer; ++o) {\n"
+        f"        float* acc = {out} + o * inner;  // the inner outputs of this o\n"
+        "        for (int64_t i = 0; i < inner; ++i) acc[i] = 0.0f;\n"
+        f"        for (int64_t j = 0; j < n; ++j) add_row(acc, {x} + (o * n + j) * inner, inner);\n"
+        "    }\n"
+        "}\n")
+    return Exemplar(name="sum_over_dim", language="cpp", keywords=("sum", "reduce", "reduction", "dim"),
+                    about=f"the sum over dimension {k} of {x}, written for this problem's shapes", code=code,
+                    path="(written for this problem)", ops=("sum",), output="reduced")
 
 
 def _ctype(text: str) -> str:
@@ -293,6 +341,8 @@ def output_fits(ex: Exemplar, scaffold: Scaffold) -> bool:
     out, primary = scaffold.shapes.get(scaffold.outputs[0]), scaffold.shapes.get(inputs[0]) if inputs else None
     if out is None or not primary:
         return False
+    if ex.output == "reduced":  # written for this problem's reduction
+        return scaffold.reduced_dim() is not None
     if ex.output not in ("like-input", "per-row"):
         return False
     want = math.prod(primary) if ex.output == "like-input" else math.prod(primary[:-1])
@@ -314,6 +364,9 @@ def seed_exemplars(scaffold: Scaffold, source: str, limit: int = 1, min_score: f
                if code is not None and score >= min_score and output_fits(ex, scaffold) and needs_met(ex, scaffold)
                and (not missing_ops(ex, scaffold) or epilogue_missing(ex, scaffold))
                and not extra_activations(ex, scaffold) and not unexplained_factors(ex, scaffold, source)]
+    guide = reduction_guide(scaffold)  # the sum over a middle dimension, written for this problem
+    if guide is not None and not missing_ops(guide, scaffold) and not unexplained_factors(guide, scaffold, source):
+        fitting.insert(0, (guide, guide.code))
     ours = [(ex, code) for ex, code in fitting if ex.origin != "memory"][:limit]
     remembered = [(ex, code) for ex, code in fitting if ex.origin == "memory" and not missing_ops(ex, scaffold)][:1]
     return remembered + ours

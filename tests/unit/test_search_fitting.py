@@ -284,9 +284,10 @@ def test_a_constant_factor_the_exemplar_lacks_keeps_it_from_being_a_seed():
 
 def test_a_reduction_over_a_middle_dimension_is_told_how_it_is_laid_out(build_cache):
     """``x.mean(dim=1)`` of [8, 32, 64]: the prompt's arguments say which values each output combines, as
-    an index formula; a kernel that follows that formula literally is correct. The row-sum exemplar (a
-    reduction) guides it, not RMSNorm (which also runs a mean but writes one value per input value),
-    and the directive says it reduces another dimension than the example's rows."""
+    an index formula; a kernel that follows that formula literally is correct. The example is the sum
+    over that same dimension written for these shapes (it computes exactly that), not RMSNorm (which
+    also runs a mean but writes one value per input value) nor the row sum (whose loop over rows writes
+    past this smaller output), and the directive says to divide by the count."""
     mean = problem("mean_mid", NO_INIT, '''
     def forward(self, x):
         return x.mean(dim=1)''', "[torch.randn(8, 32, 64)]")
@@ -294,10 +295,13 @@ def test_a_reduction_over_a_middle_dimension_is_told_how_it_is_laid_out(build_ca
     assert scaffold.reduced_dim() == 1
     said = scaffold.describe_args()
     assert "out[o * 64 + i] combines the 32 values x[(o * 32 + j) * 64 + i], j = 0..31" in said
-    ex, _ = best_exemplar(scaffold, mean.source)
-    assert ex.name == "row_sum" and not seed_exemplars(scaffold, mean.source)
+    ex, shown = best_exemplar(scaffold, mean.source)
+    assert ex.name == "sum_over_dim" and not seed_exemplars(scaffold, mean.source)
+    assert scaffold.signature() in shown
     notes = differences(ex, scaffold, mean.source)
-    assert any("reduces dimension 1" in n for n in notes) and any("divided by how many" in n for n in notes), notes
+    assert len(notes) == 1 and "reduction over dimension 1" in notes[0] and "divided by how many" in notes[0], notes
+    ref, got = _outputs(mean, shown)
+    assert torch.allclose(32.0 * ref, got, atol=1e-4), (32.0 * ref - got).abs().max()  # the sum it says it is
     params = ", ".join(a.decl for a in scaffold.args)
     kernel = (f'extern "C" void kernel_forward({params}) {{\n'
               "    for (int64_t o = 0; o < 8; ++o)\n"
@@ -308,10 +312,18 @@ def test_a_reduction_over_a_middle_dimension_is_told_how_it_is_laid_out(build_ca
               "        }\n}\n")
     ref, got = _outputs(mean, kernel)
     assert torch.allclose(ref, got, atol=1e-6), (ref - got).abs().max()
-    last = build_scaffold(problem("sum_last", NO_INIT, '''
+    sum_last = problem("sum_last", NO_INIT, '''
     def forward(self, x):
-        return x.sum(-1, keepdim=True)''', "[torch.randn(8, 32, 64)]"))
+        return x.sum(-1, keepdim=True)''', "[torch.randn(8, 32, 64)]")
+    last = build_scaffold(sum_last)
     assert last.reduced_dim() == 2 and "out[r] combines the 64 values x[r * 64 + c]" in last.describe_args()
+    assert best_exemplar(last, sum_last.source)[0].name == "row_sum"  # rows: our exemplar
+    channel = problem("channel_sum", NO_INIT, '''
+    def forward(self, x):
+        return x.sum(dim=1)''', "[torch.randn(4, 16, 8)]")
+    (ex, code), = seed_exemplars(build_scaffold(channel), channel.source)  # exactly the sum: a seed
+    ref, got = _outputs(channel, code)
+    assert ex.name == "sum_over_dim" and torch.allclose(ref, got, atol=1e-5)
     same = build_scaffold(problem("softmax_rows", NO_INIT, '''
     def forward(self, x):
         return torch.softmax(x, dim=-1)''', "[torch.randn(8, 64)]"))
