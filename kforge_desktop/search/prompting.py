@@ -67,7 +67,10 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
             # written from scratch went astray ("fuse the passes" turned a cumulative sum into sums)
             withheld = found is not None and tree.copied_example(exp.parent_id)
             if withheld and language in CORRECT_FIRST and tree.best() is None:
-                ctx = replace(ctx, directive=CORRECT_FIRST[language].text)
+                # the sentences on what this model computes stay (dev/log_softmax: without the example
+                # they went too, and three answers in three wrote a row sum)
+                ctx = replace(ctx, directive=CORRECT_FIRST[language].text
+                              + reminder(scaffold, problem_source, language, config))
             elif found and not withheld:
                 ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about)
                 ctx = with_differences(ctx, found[0], scaffold, problem_source, language)
@@ -102,18 +105,19 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
 
 
 def reminder(scaffold: Scaffold, problem_source: str, language: str, config: SearchConfig) -> str:
-    """For the repair of a wrong kernel: what the reference computes otherwise than the example the
-    whole-kernel prompt showed (the log of a log-softmax, a mask, a factor), which the wrong kernel most
-    likely left out. On dev/log_softmax the repair was told only the error's size, and answered
-    log(1 + exp(x - max)); the sentence that would have named the log-sum was in the first prompt only.
-    "" when no example guides this problem or it fits exactly."""
+    """For the repair of a wrong kernel, and a whole kernel asked without the example: what the reference
+    computes otherwise than the example the whole-kernel prompt showed (the log of a log-softmax, a mask,
+    a factor), which a wrong kernel most likely left out. On dev/log_softmax the repair was told only
+    the error's size, and answered log(1 + exp(x - max)); the sentence that would have named the
+    log-sum was in the first prompt only. Sentences about the example itself are left out (it is not
+    shown). "" when no example guides this problem or it fits exactly."""
     if not config.exemplars:
         return ""
     found = best_exemplar(scaffold, problem_source, memory=config.memory)
     if found is None:
         return ""
     notes = [n for n in differences(found[0], scaffold, problem_source, language)
-             if not n.startswith("the example's `")]  # the example's own parameters: no help here
+             if "example" not in n]  # sentences about the example: it is not in this prompt
     if not notes:
         return ""
     return "\nWhat this model computes (check each against the kernel):\n" + "\n".join(f"- {n}" for n in notes)

@@ -236,8 +236,10 @@ def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_is_not_sho
     # the next whole kernel is asked without the example (the model would copy it again), and told why
     assert "Here is a correct kernel" not in model.prompts[1] and "kernel_forward(const float* x" in model.prompts[1]
     assert "handed the example kernel back unchanged" in model.prompts[1]
-    # with nothing correct to start from, that kernel is asked for as a straightforward one
+    # with nothing correct to start from, that kernel is asked for as a straightforward one; what this
+    # model computes otherwise than the example still is said (the running sum)
     assert "Approach: Write a straightforward, correct kernel first" in model.prompts[1]
+    assert "What this model computes" in model.prompts[1] and "an inclusive running sum" in model.prompts[1]
     store.close()
 
 
