@@ -108,19 +108,17 @@ def first_values(c: torch.Tensor, r: torch.Tensor, flat: int, count: int = 4) ->
     "; the first at [0, 5]: expected -7.62, got 0.000488; [0, 5..8] expected [-7.62, ...] got [...]"."""
     if flat < 0 or flat >= r.numel():
         return ""
-    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(r.shape))] if r.dim() else []
-    last = r.shape[-1] if r.dim() else 1
-    n = min(count, last - (index[-1] if index else 0))
-    cf, rf = c.detach().reshape(-1)[flat:flat + n].tolist(), r.detach().reshape(-1)[flat:flat + n].tolist()
+    cf, rf = c.detach().reshape(-1), r.detach().reshape(-1)
+    if not r.dim():
+        return f"; expected {rf[0].item():.3g}, got {cf[0].item():.3g}"
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(r.shape))]
+    n = min(count, r.shape[-1] - index[-1])  # the rest of its row, at most ``count`` values
 
-    def show(values):
-        return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
-    at = ", ".join(map(str, index))
-    span = f"[{', '.join(map(str, index[:-1] + [f'{index[-1]}..{index[-1] + n - 1}']))}]" if index else ""
-    if not index:
-        return f"; expected {rf[0]:.3g}, got {cf[0]:.3g}"
-    text = f"; the first at [{at}]: expected {rf[0]:.3g}, got {cf[0]:.3g}"
-    return text + (f"; {span} expected {show(rf)} got {show(cf)}" if n > 1 else "")
+    def show(t: torch.Tensor) -> str:
+        return "[" + ", ".join(f"{v:.3g}" for v in t[flat:flat + n].tolist()) + "]"
+    text = f"; the first at [{', '.join(map(str, index))}]: expected {rf[flat].item():.3g}, got {cf[flat].item():.3g}"
+    span = ", ".join(map(str, index[:-1] + [f"{index[-1]}..{index[-1] + n - 1}"]))
+    return text + (f"; [{span}] expected {show(rf)} got {show(cf)}" if n > 1 else "")
 
 
 CHUNK = 1 << 22  # elements compared at a time: a chunk's float64 temporaries are tens of MB

@@ -70,7 +70,7 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
                 # the sentences on what this model computes stay (dev/log_softmax: without the example
                 # they went too, and three answers in three wrote a row sum)
                 ctx = replace(ctx, directive=CORRECT_FIRST[language].text
-                              + reminder(scaffold, problem_source, language, config))
+                              + reminder(found, scaffold, problem_source, language))
             elif found and not withheld:
                 ctx = replace(ctx, exemplar=collapse_helpers(found[1], language), exemplar_about=found[0].about)
                 ctx = with_differences(ctx, found[0], scaffold, problem_source, language)
@@ -95,8 +95,10 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
         if exp.target and scaffold is not None and parent.parent_id is not None:
             previous = function_text(node(parent.parent_id).kernel_source, exp.target) or ""
         error = prompts.verdict_feedback(parent.verdict)
-        if scaffold is not None and not previous and parent.verdict is not None and parent.verdict.status == "incorrect":
-            error += reminder(scaffold, problem_source, language, config)
+        if scaffold is not None and not previous and parent.verdict is not None and parent.verdict.status == "incorrect" \
+                and config.exemplars:
+            error += reminder(best_exemplar(scaffold, problem_source, memory=config.memory), scaffold, problem_source,
+                              language)
         return prompts.PromptContext(kind=kind, parent_code=code, error=error,
                                      target=exp.target if previous else "", previous=previous, **common)
     # module: the model writes the whole ModelNew (no scaffold)
@@ -104,16 +106,13 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
     return prompts.PromptContext(kind="module", directive=exp.directive_text, parent_code=parent_code, **common)
 
 
-def reminder(scaffold: Scaffold, problem_source: str, language: str, config: SearchConfig) -> str:
+def reminder(found, scaffold: Scaffold, problem_source: str, language: str) -> str:
     """For the repair of a wrong kernel, and a whole kernel asked without the example: what the reference
     computes otherwise than the example the whole-kernel prompt showed (the log of a log-softmax, a mask,
     a factor), which a wrong kernel most likely left out. On dev/log_softmax the repair was told only
     the error's size, and answered log(1 + exp(x - max)); the sentence that would have named the
     log-sum was in the first prompt only. Sentences about the example itself are left out (it is not
-    shown). "" when no example guides this problem or it fits exactly."""
-    if not config.exemplars:
-        return ""
-    found = best_exemplar(scaffold, problem_source, memory=config.memory)
+    shown). ``found``: the example (``best_exemplar``); "" when there is none or it fits exactly."""
     if found is None:
         return ""
     notes = [n for n in differences(found[0], scaffold, problem_source, language)
