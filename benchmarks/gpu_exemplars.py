@@ -56,6 +56,9 @@ FAMILIES = {
     "silu_mul": ("silu_mul.py", "silu_mul"),
     "relu": ("relu.py", "relu"),
     "row_sum": ("row_sum.py", "row_sum"),
+    "softmax_temperature": ("softmax_temperature.py", "row_softmax"),  # scale = 1 / temperature
+    "rms_norm_residual": ("rms_norm_residual.py", "rms_norm_residual"),
+    "silu": ("silu.py", "silu_mul"),  # silu_mul without its b
     # Triton exemplars, fitted to the problem's forward as a GPU search places them as seeds
     "row_softmax_triton": ("softmax.py", "triton:softmax"),
 }

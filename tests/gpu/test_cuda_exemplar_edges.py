@@ -59,11 +59,18 @@ def test_row_exemplars(shape, unaligned):
     if unaligned:
         out = _unaligned(out)
 
-    _lib("row_softmax").kernel_forward(x, out, rows, cols)
+    _lib("row_softmax").kernel_forward(x, out, rows, cols, 1.0)
     _check(out, torch.softmax(x, -1), f"row_softmax {shape}")
+
+    _lib("row_softmax").kernel_forward(x, out, rows, cols, -1.0 / 0.7)  # a temperature, and a negative one
+    _check(out, torch.softmax(x / -0.7, -1), f"row_softmax scale {shape}")
 
     _lib("rms_norm").kernel_forward(x, w, out, rows, cols, 1e-6)
     _check(out, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, f"rms_norm {shape}")
+
+    _lib("rms_norm_residual").kernel_forward(x, r, w, out, rows, cols, 1e-5)
+    h = x + r
+    _check(out, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * w, f"rms_norm_residual {shape}")
 
     _lib("layer_norm").kernel_forward(r, w, b, out, rows, cols, 1e-5)
     _check(out, F.layer_norm(r, (cols,), w, b, 1e-5), f"layer_norm {shape}")

@@ -1,7 +1,8 @@
 // exemplar: row_softmax
-// keywords: softmax row exp max sum normalize attention logits dim
-// ops: softmax _softmax exp amax max sum sub div
-// about: softmax over the last dimension: one block per row held in registers (float4 loads), online max and sum, warp-shuffle reductions; reads x once, writes out once.
+// keywords: softmax row exp max sum normalize attention logits dim scale temperature
+// ops: softmax _softmax exp amax max sum sub div mul
+// optional: scale=1
+// about: softmax of x * scale over the last dimension (a temperature T is scale = 1 / T): one block per row held in registers (float4 loads), online max and sum, warp-shuffle reductions; reads x once, writes out once.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cfloat>
@@ -58,26 +59,30 @@ __device__ __forceinline__ void store4(float* row, int64_t c, int64_t n, bool ve
 }
 
 __global__ void __launch_bounds__(1024) softmax_rows(const float* __restrict__ x, float* __restrict__ out,
-                                                     int64_t cols, bool vec) {
+                                                     int64_t cols, float scale, bool vec) {
     __shared__ float smem[32];
     const float* xr = x + blockIdx.x * cols;
     float* yr = out + blockIdx.x * cols;
     const int64_t tile = (int64_t)blockDim.x * VEC * 4;  // columns the block holds at once
+    // columns past the row's end read as a value whose product with scale is -infinity: no part of max or sum
+    const float fill = scale >= 0.0f ? -INFINITY : INFINITY;
     float4 v[VEC];
-    // pass 1 (online softmax): this thread's running max m and sum s of exp(x - m)
+    // pass 1 (online softmax): this thread's running max m of x * scale and sum s of exp(x * scale - m)
     float m = -FLT_MAX, s = 0.0f;
     for (int64_t t0 = 0; t0 < cols; t0 += tile) {
         float tile_max = -FLT_MAX;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {  // thread t holds float4 number k * blockDim.x + t: coalesced
-            v[k] = load4(xr, t0 + (k * blockDim.x + threadIdx.x) * 4, cols, vec, -INFINITY);
-            tile_max = fmaxf(tile_max, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+            v[k] = load4(xr, t0 + (k * blockDim.x + threadIdx.x) * 4, cols, vec, fill);
+            tile_max = fmaxf(tile_max, fmaxf(fmaxf(v[k].x * scale, v[k].y * scale),
+                                             fmaxf(v[k].z * scale, v[k].w * scale)));
         }
         const float m_new = fmaxf(m, tile_max);
         s *= __expf(m - m_new);  // rescale the sum so far to the new max
 #pragma unroll
         for (int k = 0; k < VEC; ++k)
-            s += __expf(v[k].x - m_new) + __expf(v[k].y - m_new) + __expf(v[k].z - m_new) + __expf(v[k].w - m_new);
+            s += __expf(fmaf(v[k].x, scale, -m_new)) + __expf(fmaf(v[k].y, scale, -m_new)) +
+                 __expf(fmaf(v[k].z, scale, -m_new)) + __expf(fmaf(v[k].w, scale, -m_new));
         m = m_new;
     }
     // the row's max, then every thread's sum rescaled to it
@@ -89,19 +94,22 @@ __global__ void __launch_bounds__(1024) softmax_rows(const float* __restrict__ x
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const int64_t c = t0 + (k * blockDim.x + threadIdx.x) * 4;
-            const float4 a = in_registers ? v[k] : load4(xr, c, cols, vec, -INFINITY);
-            store4(yr, c, cols, vec, make_float4(__expf(a.x - row_max) * inv_sum, __expf(a.y - row_max) * inv_sum,
-                                                 __expf(a.z - row_max) * inv_sum, __expf(a.w - row_max) * inv_sum));
+            const float4 a = in_registers ? v[k] : load4(xr, c, cols, vec, fill);
+            store4(yr, c, cols, vec, make_float4(__expf(fmaf(a.x, scale, -row_max)) * inv_sum,
+                                                 __expf(fmaf(a.y, scale, -row_max)) * inv_sum,
+                                                 __expf(fmaf(a.z, scale, -row_max)) * inv_sum,
+                                                 __expf(fmaf(a.w, scale, -row_max)) * inv_sum));
         }
     }
 }
 
-extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, float scale,
+                               cudaStream_t stream) {
     if (rows <= 0 || cols <= 0) return;
     // enough threads that each holds at most VEC float4 of the row: a multiple of 32, from 32 to 1024
     int64_t threads = ((cols + 3) / 4 + VEC - 1) / VEC;
     threads = (threads + 31) / 32 * 32;
     threads = threads < 32 ? 32 : (threads > 1024 ? 1024 : threads);
     const bool vec = cols % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 16 == 0;
-    softmax_rows<<<(unsigned)rows, (unsigned)threads, 0, stream>>>(x, out, cols, vec);
+    softmax_rows<<<(unsigned)rows, (unsigned)threads, 0, stream>>>(x, out, cols, scale, vec);
 }
