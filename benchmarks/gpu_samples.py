@@ -4,16 +4,19 @@
 
        kforge sample benchmarks/problems_gpu/softmax.py --target cuda --n 2 --seed 0 \\
            --out benchmarks/results/gpu_samples/cuda/softmax
+       kforge sample benchmarks/problems_gpu/softmax.py --target cuda --kind edit --n 2 --seed 0 \\
+           --out benchmarks/results/gpu_samples/cuda/softmax.edit
 
-   (answers with no usable code are kept as ``candidate_NNN.answer.txt``; the default answer length is
-   2048 tokens for CUDA and Triton).
+   (the search's first requests: a whole kernel with the nearest example, and edits of the seed it places;
+   answers with no usable code are kept as ``candidate_NNN.answer.txt``; the default answer length is
+   2048 tokens for CUDA and Triton). ``--samples DIR`` reads another round's folder of samples.
 2. On the GPU box: ``PYTHONPATH=$PWD python3 benchmarks/gpu_samples.py --evaluate`` builds, verifies and
    times every ``candidate_*.py`` with ``kforge eval`` (isolated workers, device time) and writes
    ``$OUT/gpu_samples.jsonl``.
 3. Anywhere: ``python3 benchmarks/gpu_samples.py --report JSONL`` prints the table: per (language,
    problem) the answers, those with code, the correct ones, the correct ones that are *not* a near-copy
-   of the exemplar the prompt showed (same up to whitespace, comments, includes, helper order and local
-   names: ``csource.normalize``), and the best correct candidate against eager and torch.compile.
+   of a seed or of the exemplar the prompt showed (same up to whitespace, comments, includes, helper order
+   and local names: ``csource.normalize``), and the best correct candidate against eager and torch.compile.
 """
 
 from __future__ import annotations
@@ -31,21 +34,21 @@ SAMPLES = REPO / "benchmarks" / "results" / "gpu_samples"
 PROBLEMS = REPO / "benchmarks" / "problems_gpu"
 
 
-def folders() -> list[tuple[str, str, Path]]:
+def folders(root: Path = SAMPLES) -> list[tuple[str, str, Path]]:
     """(language, problem, folder) for every sample folder (``<problem>`` or ``<problem>.<anything>``,
-    such as ``softmax.s1`` for the samples of another seed)."""
-    return [(lang.name, d.name.split(".")[0], d) for lang in sorted(SAMPLES.iterdir()) if lang.is_dir()
+    such as ``softmax.s1`` for the samples of another seed or ``softmax.edit`` for edits of the seed)."""
+    return [(lang.name, d.name.split(".")[0], d) for lang in sorted(root.iterdir()) if lang.is_dir()
             for d in sorted(lang.iterdir()) if d.is_dir()]
 
 
-def evaluate(out: Path, runs: int, timeout: float) -> int:
+def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES) -> int:
     """One ``kforge eval`` per problem over all its samples (every language and seed): the workers build
     them in parallel, and the reference and torch.compile are set up once per problem."""
     import shutil
     import tempfile
 
     by_problem: dict[str, list[Path]] = {}
-    for _lang, name, folder in folders():
+    for _lang, name, folder in folders(root):
         by_problem.setdefault(name, []).extend(sorted(folder.glob("candidate_*.py")))
     rows = []
     for name, files in sorted(by_problem.items()):
@@ -77,36 +80,42 @@ def evaluate(out: Path, runs: int, timeout: float) -> int:
     return 0
 
 
-def _copy_of_exemplar(path: Path, lang: str, problem_name: str) -> bool | None:
-    """True when the candidate's kernel is the exemplar its prompt showed, up to normalization (CUDA only)."""
+def _copy_of_seed(path: Path, lang: str, problem_name: str) -> bool | None:
+    """True when the candidate's kernel is a seed a search places (an exemplar fitted to the problem) or the
+    example its prompt showed, up to whitespace, comments, includes, helper order and local names (CUDA
+    only): a copy, not a kernel of the model's own."""
     if lang != "cuda":
         return None
     from kforge_desktop.csource.normalize import normalize_code
     from kforge_desktop.problem.problem import load_problem
-    from kforge_desktop.search.exemplars import best_exemplar
+    from kforge_desktop.search.answers import example_norm
+    from kforge_desktop.search.exemplars import best_exemplar, seed_exemplars
     from kforge_desktop.search.scaffold import kernel_of_module
     from kforge_desktop.search.setup import try_scaffold
 
     problem = load_problem(PROBLEMS / f"{problem_name}.py")
     scaffold = try_scaffold(problem, "cuda")
     kernel = kernel_of_module(path.read_text())
-    shown = best_exemplar(scaffold, problem.source, memory=False) if scaffold is not None else None
-    if kernel is None or shown is None:
+    if kernel is None or scaffold is None:
         return None
-    return normalize_code(kernel, "cuda") == normalize_code(shown[1], "cuda")
+    shown = best_exemplar(scaffold, problem.source, memory=False)
+    known = {example_norm(code, "cuda") for _, code in seed_exemplars(scaffold, problem.source, limit=3)}
+    if shown is not None:
+        known.add(example_norm(shown[1], "cuda"))
+    return normalize_code(kernel, "cuda") in known
 
 
-def report(jsonl: Path) -> str:
+def report(jsonl: Path, root: Path = SAMPLES) -> str:
     verdicts: dict[str, dict] = {}  # candidate path below the samples folder -> verdict
     for line in jsonl.read_text().splitlines():
         v = json.loads(line)
         path = Path(v["candidate"])
         verdicts["/".join(path.parts[-3:])] = v
-    out = ["| language | problem | answers | with code | correct | correct, not the exemplar | best vs eager | "
+    out = ["| language | problem | answers | with code | correct | correct, not a seed or the example | best vs eager | "
            "best vs torch.compile | what went wrong |",
            "|---|---|---|---|---|---|---|---|---|"]
     totals = [0, 0, 0, 0]
-    for lang, name, folder in folders():
+    for lang, name, folder in folders(root):
         files = sorted(folder.glob("candidate_*.py"))
         answers = len(files) + len(list(folder.glob("candidate_*.answer.txt")))
         ok, different, best, best_c, wrong = 0, 0, None, None, []
@@ -117,7 +126,7 @@ def report(jsonl: Path) -> str:
                 continue
             if v.get("status") == "ok" and not v.get("library_calls"):
                 ok += 1
-                if _copy_of_exemplar(f, lang, name) is not True:
+                if _copy_of_seed(f, lang, name) is not True:
                     different += 1
                 s, c = v.get("speedup"), v.get("speedup_compile")
                 best = max(best or 0.0, s or 0.0)
@@ -126,7 +135,7 @@ def report(jsonl: Path) -> str:
                 wrong.append(f"{v.get('status')}: {(v.get('reason') or '')[:80]}")
         wrong += ["no usable code"] * len(list(folder.glob("candidate_*.answer.txt")))
         totals = [totals[0] + answers, totals[1] + len(files), totals[2] + ok, totals[3] + different]
-        out.append(f"| {lang} | {name} | {answers} | {len(files)} | {ok} | {different} | "
+        out.append(f"| {lang} | {folder.name} | {answers} | {len(files)} | {ok} | {different} | "
                    f"{f'{best:.2f}x' if best else '-'} | {f'{best_c:.2f}x' if best_c else '-'} | "
                    f"{'; '.join(wrong) or '-'} |")
     out.append(f"| all | | {totals[0]} | {totals[1]} | {totals[2]} | {totals[3]} | | | |")
@@ -139,11 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", default=None, metavar="JSONL", help="print the table from an --evaluate run")
     ap.add_argument("--runs", type=int, default=10, help="timed rounds per candidate (--evaluate)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per problem (--evaluate)")
+    ap.add_argument("--samples", default=str(SAMPLES), help="the folder of <language>/<problem>[.what] sample folders")
     args = ap.parse_args(argv)
     if args.evaluate:
-        return evaluate(Path(os.environ.get("OUT", str(SAMPLES))) / "gpu_samples.jsonl", args.runs, args.timeout)
+        root = Path(args.samples)
+        return evaluate(Path(os.environ.get("OUT", str(root))) / "gpu_samples.jsonl", args.runs, args.timeout, root)
     if args.report:
-        print(report(Path(args.report)))
+        print(report(Path(args.report), Path(args.samples)))
         return 0
     ap.print_help()
     return 2

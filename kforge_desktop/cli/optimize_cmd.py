@@ -84,6 +84,9 @@ def register(sub) -> None:
     m.add_argument("--max-tokens", type=int, default=None, help="default: 1024 for C++, 2048 for CUDA and Triton")
     m.add_argument("--no-scaffold", action="store_true")
     m.add_argument("--no-exemplars", action="store_true")
+    m.add_argument("--kind", choices=("whole", "edit"), default="whole",
+                   help="whole: a kernel from scratch, as a search's first request; edit: the seed a search places, "
+                        "rewritten with one optimization directive per sample (default: whole)")
     m.set_defaults(func=cmd_sample)
 
 
@@ -435,7 +438,7 @@ def cmd_show(args) -> int:
 
 def cmd_sample(args) -> int:
     from ..search.config import answer_tokens
-    from ..search.sampling import sample_candidates
+    from ..search.sampling import SampleError, sample_candidates
 
     if args.n < 1:
         raise UserError("--n must be at least 1.")
@@ -452,7 +455,7 @@ def cmd_sample(args) -> int:
                                                      temperature=args.temperature,
                                                      max_tokens=args.max_tokens or answer_tokens(args.target),
                                                      scaffold=not args.no_scaffold,
-                                                     exemplars=not args.no_exemplars)):
+                                                     exemplars=not args.no_exemplars, kind=args.kind)):
             if sample.source:
                 (out / f"candidate_{i:03d}.py").write_text(sample.source)
                 written += 1
@@ -460,8 +463,12 @@ def cmd_sample(args) -> int:
             else:
                 (out / f"candidate_{i:03d}.answer.txt").write_text(sample.answer)
                 what = f"no usable code ({sample.problem}); answer kept in candidate_{i:03d}.answer.txt"
-            print(f"[{i + 1}/{args.n}] {what} ({sample.completion_tokens} tokens, {sample.seconds:.1f}s)",
+            asked = f"{sample.directive}: " if sample.directive else ""
+            note = f"; {sample.note}" if sample.note and sample.source else ""
+            print(f"[{i + 1}/{args.n}] {asked}{what} ({sample.completion_tokens} tokens, {sample.seconds:.1f}s{note})",
                   file=sys.stderr)
+    except SampleError as err:
+        raise UserError(f"{err}.") from None
     finally:
         generator.close()
     print(f"wrote {written} of {args.n} candidates to {out}; evaluate them with `kforge eval {args.problem} {out}/`")

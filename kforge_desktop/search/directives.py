@@ -222,6 +222,19 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return any(unrollable(it.text) for it in (helpers or functions))
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
+    # CUDA: a change the kernel already has is no change (the exemplar seeds load float4 and reduce with
+    # shuffles already; asked again, the default model hands the seed back unchanged)
+    if key == "vectorized_loads":
+        return "float4" not in kernel
+    if key == "warp_reductions":
+        return "__shfl" not in kernel and bool(re.search(r"__syncthreads|atomicAdd", kernel))
+    if key == "online_softmax":  # a max and a sum of exponentials, in more than one pass
+        return bool(re.search(r"\bexpf?\s*\(|__expf", kernel)) and "fmaxf" in kernel and "m_new" not in kernel
+    if key == "grid_stride":
+        return "gridDim.x" not in kernel
+    if key == "fast_math":
+        code = strip_cpp_comments(kernel)
+        return bool(re.search(r"(?<![\w_])(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))
     if key == "float_math":
         # doubles, double literals, or unqualified C math calls (std::exp on a float is float already)
         code = strip_cpp_comments(kernel)
@@ -287,7 +300,10 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
 # (hoisting: the invariants are per row, in the entry point; asked of a one-loop helper, the default model
 # pulled the caller's variables into it or made it call itself: 1 of 13 such edits was correct)
 ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "fuse_epilogue", "straightforward",
-                    "hoist_invariants"}
+                    "hoist_invariants", "launch_shape", "fusion"}
+# CUDA directives that change a kernel's threads and loops: the __global__ functions (asked of a load helper,
+# "a grid-stride loop" or "stage the row in shared memory" has nothing to act on)
+GLOBAL_DIRECTIVES = {"grid_stride", "shared_tiling", "online_softmax", "vectorized_loads"}
 REDUCTION_DIRECTIVES = {"unroll_accumulators"}
 
 
@@ -310,7 +326,9 @@ def edit_targets(functions: list[tuple[str, str]], key: str, entry: str) -> list
     if entry not in names or key in ENTRY_DIRECTIVES:
         return [entry]
     helpers = [(n, t) for n, t in functions if n != entry]
-    if key in REDUCTION_DIRECTIVES:  # sums (the pattern adds), not a maximum's, not unrolled already
+    if key in GLOBAL_DIRECTIVES:
+        helpers = [(n, t) for n, t in helpers if re.search(r"__global__", t.split("{")[0])]
+    elif key in REDUCTION_DIRECTIVES:  # sums (the pattern adds), not a maximum's, not unrolled already
         helpers = [(n, t) for n, t in helpers if unrollable(t)]
     elif key == "simd_inner":
         helpers = [(n, t) for n, t in helpers if applicable(key, t)]

@@ -223,8 +223,7 @@ class Planner:
                 return Expansion(node_id, kind, d.key, d.prompt_text("cuda" if language == "cuda" else "cpp"))
         else:
             full = self.node(node_id) if kind == "edit" else None
-            functions = [(it.name, it.text) for it in split_items(full.kernel_source) if it.kind == "function"
-                         and it.name not in SHARED_HELPERS.get(language, {})] if full else []
+            functions = kernel_functions(full.kernel_source, language) if full else []
             lang = node.language if node.origin != "root" and kind == "module" else language
             tried = tree.tried(node_id)
             d = choose_directive(lang, open_tried(tried, functions, FUNCTION) if full else tried, rng,
@@ -233,13 +232,26 @@ class Planner:
                                  attempts=Counter(k.directive for k in tree.children(node_id, counted=False)
                                                   if k.directive))
         if kind == "edit":
-            target = edit_target(functions, d.key, FUNCTION, rng, tried)
-            key = d.key if target == FUNCTION else f"{d.key}@{target}"
-            helper = dict(functions)[target] if target != FUNCTION else ""
-            text = d.prompt_text("cuda" if language == "cuda" else "cpp", length_parameter(helper),
-                                 returns_value(helper), reduction_term(helper) if d.key == "unroll_accumulators" else "")
-            return Expansion(node_id, kind, key, text, target)
+            return edit_expansion(node_id, functions, d, language, rng, tried)
         return Expansion(node_id, kind, d.key, d.text)
+
+
+def kernel_functions(kernel: str, language: str) -> list[tuple[str, str]]:
+    """(name, text) of the functions of a kernel an edit may rewrite (shared helpers are provided, not edited)."""
+    return [(it.name, it.text) for it in split_items(kernel) if it.kind == "function"
+            and it.name not in SHARED_HELPERS.get(language, {})]
+
+
+def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: str, rng: random.Random,
+                   tried: dict[str, str]) -> Expansion:
+    """The edit of node ``node_id`` (its kernel's ``functions``) that carries directive ``d``: which
+    function it rewrites, and the directive's text for that function."""
+    target = edit_target(functions, d.key, FUNCTION, rng, tried)
+    key = d.key if target == FUNCTION else f"{d.key}@{target}"
+    helper = dict(functions)[target] if target != FUNCTION else ""
+    text = d.prompt_text("cuda" if language == "cuda" else "cpp", length_parameter(helper),
+                         returns_value(helper), reduction_term(helper) if d.key == "unroll_accumulators" else "")
+    return Expansion(node_id, "edit", key, text, target)
 
 
 def start_node(tree: Tree, focus: bool) -> int | None:

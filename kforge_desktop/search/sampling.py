@@ -3,19 +3,37 @@
 For pass@k studies, or to generate on one machine and evaluate on another (``kforge eval PROBLEM.py
 DIR/``). Works without a GPU: the scaffold runs the reference on whatever device its inputs are
 created on (the CPU for KernelBench problems), so CUDA candidates are written on a laptop too.
+
+The requests are the search's own first ones, shaped as the search shapes its answers (helpers
+provided, compiler-reported slips fixed): ``whole`` asks for a kernel from scratch, correctness first,
+with the nearest exemplar and what the problem computes otherwise than it; ``edit`` asks for the first
+seed the search places (the exemplar fitted to the problem) rewritten with one optimization directive,
+a different one per sample in the order a search tries them.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..csource.normalize import normalize_code
 from ..llm import prompts
 from ..problem.problem import Problem
-from .directives import CORRECT_FIRST
-from .exemplars import best_exemplar
-from .prompting import device_lines
-from .scaffold import FUNCTION, ScaffoldError, build_scaffold, clean_kernel
+from ..store.records import NodeRecord
+from . import answers
+from .config import SearchConfig
+from .directives import CORRECT_FIRST, choose_directive
+from .exemplars import best_exemplar, collapse_helpers, seed_exemplars
+from .planner import edit_expansion, kernel_functions
+from .prompting import device_lines, prefill, with_differences
+from .scaffold import ScaffoldError, build_scaffold
+
+KINDS = ("whole", "edit")
+
+
+class SampleError(ValueError):
+    """A request this problem cannot make (an edit with no seed to edit)."""
 
 
 @dataclass(frozen=True)
@@ -25,47 +43,84 @@ class Sample:
     problem: str  # why there is no code, else ""
     completion_tokens: int
     seconds: float
+    directive: str = ""  # what the request asked for (the directive's key)
+    note: str = ""  # what was fixed or provided, or that the answer repeats the seed or the example
+
+
+def _node(kernel: str, language: str, origin: str) -> NodeRecord:
+    """A stand-in tree node for ``answers.shape_answer``: the root (no kernel) or the seed an edit changes."""
+    return NodeRecord(id=1 if origin == "seed" else 0, problem_id=0, parent_id=None, origin=origin, state="evaluated",
+                      language=language, directive="", source="", kernel_source=kernel, created_at=0.0)
 
 
 def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", seed: int = 0,
                       temperature: float = 0.7, max_tokens: int = 1024, scaffold: bool = True,
-                      exemplars: bool = True) -> Iterator[Sample]:
+                      exemplars: bool = True, kind: str = "whole") -> Iterator[Sample]:
     """Yield ``n`` samples for ``problem`` in ``target`` (cpp, cuda or triton), one LLM call each."""
     from ..llm.extract import extract_code
 
+    if kind not in KINDS:
+        raise ValueError(f"unknown sample kind {kind!r}")
     sc = None
     if scaffold and target in ("cpp", "cuda"):
         try:
             sc = build_scaffold(problem, target)
         except ScaffoldError:
             sc = None
+    if kind == "edit" and sc is None:
+        raise SampleError(f"an edit needs a scaffolded kernel; this problem has no {target} scaffold")
     device = device_lines("cpu") if target == "cpp" else ""
-    directive = CORRECT_FIRST.get(target)
+    parent, example, seed_norm, functions = _node("", target, "root"), "", "", []
     if sc is not None:
-        ctx = prompts.PromptContext(kind="whole", language=target, problem_source=problem.source, device=device,
-                                    signature=sc.signature(), arguments=sc.describe_args(),
-                                    directive=directive.text if directive else "")
-        if exemplars:
-            found = best_exemplar(sc, problem.source)
+        common = dict(language=target, problem_source=problem.source, device=device, signature=sc.signature(),
+                      arguments=sc.describe_args())
+        if kind == "edit":
+            seeds = seed_exemplars(sc, problem.source)
+            if not seeds:
+                raise SampleError("no exemplar fits this problem exactly, so a search places no seed to edit; "
+                                 "sample whole kernels instead")
+            parent = _node(seeds[0][1], target, "seed")
+            seed_norm = normalize_code(parent.kernel_source, target)
+            functions = kernel_functions(parent.kernel_source, target)
+            ctx = prompts.PromptContext(kind="edit", parent_code=collapse_helpers(parent.kernel_source, target),
+                                        **common)
+        else:  # the search's first request from the root
+            first = CORRECT_FIRST.get(target)
+            ctx = prompts.PromptContext(kind="whole", directive=first.text if first else "", **common)
+            found = best_exemplar(sc, problem.source) if exemplars else None
             if found:
-                ctx = prompts.PromptContext(**{**ctx.__dict__, "exemplar": found[1], "exemplar_about": found[0].about})
+                ctx = replace(ctx, exemplar=collapse_helpers(found[1], target), exemplar_about=found[0].about)
+                ctx = with_differences(ctx, found[0], sc, problem.source, target)
+                example = answers.example_norm(ctx.exemplar, target)
     else:
         ctx = prompts.PromptContext(kind="module", language=target, problem_source=problem.source, device=device)
-    ctx, _ = prompts.fit(ctx, generator.count_tokens, generator.context_size, max_tokens)
+    tried: dict[str, str] = {}
     for i in range(n):
         llm_seed = seed * 1_000_003 + i
+        key, request_ctx = (CORRECT_FIRST[target].key if ctx.kind == "whole" and target in CORRECT_FIRST else ""), ctx
+        if kind == "edit":  # the next directive a search would ask of this seed
+            rng = random.Random(f"{seed}:{i}")
+            d = choose_directive(target, tried, rng, kernel=parent.kernel_source, aten_ops=sc.aten_ops)
+            exp = edit_expansion(parent.id, functions, d, target, rng, tried)
+            tried[exp.directive] = "pending"
+            key = exp.directive
+            request_ctx = replace(ctx, directive=exp.directive_text, target=exp.target)
+        request_ctx, _ = prompts.fit(request_ctx, generator.count_tokens, generator.context_size, max_tokens)
         if sc is None and target == "triton" and getattr(generator, "raw_completion", False):
             request = prompts.kernelllm_request(problem.source, max_tokens=max_tokens, temperature=temperature,
                                                 seed=llm_seed)  # KernelLLM's own raw prompt
         else:
-            request = prompts.request(ctx, max_tokens=max_tokens, temperature=temperature, seed=llm_seed)
+            request = prompts.request(request_ctx, max_tokens=max_tokens, temperature=temperature, seed=llm_seed,
+                                      prefill=prefill(request_ctx, SearchConfig(), sc))
         gen = generator.generate(request)
-        finished = gen.finish_reason != "length"
         if sc is not None:
-            ex = extract_code(gen.text, function=FUNCTION, language=target, finished=finished)
-            source = sc.module_source(clean_kernel(ex.code)) if ex.ok else ""
+            a = answers.shape_answer(gen, request_ctx.kind, request_ctx.target, parent, language=target,
+                                     scaffold=sc, fix=True, example=example,
+                                     find_duplicate=lambda norm: parent.id if seed_norm and norm == seed_norm else None)
+            note = "the seed handed back unchanged" if a.duplicate_of is not None else a.note
+            yield Sample(a.source, gen.text, "" if a.source else a.note, gen.completion_tokens, gen.seconds, key, note)
         else:
-            ex = extract_code(gen.text, finished=finished)
+            ex = extract_code(gen.text, finished=gen.finish_reason != "length")
             source = ex.code or ""
-        yield Sample(source, gen.text, "" if source else (ex.problem or "no usable code"), gen.completion_tokens,
-                     gen.seconds)
+            yield Sample(source, gen.text, "" if source else (ex.problem or "no usable code"), gen.completion_tokens,
+                         gen.seconds, key)

@@ -308,6 +308,31 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert picks and not picks & {"openmp_rows", "fuse_epilogue"}
     text = directive_by_key("cpp", "openmp_rows").prompt_text("cpp")
     assert "```cpp" in text and "same per-row work as before" in text
+
+
+def test_a_cuda_seed_is_asked_only_for_changes_it_lacks_and_each_of_the_function_it_concerns():
+    """The CUDA exemplars load float4 and reduce with warp shuffles already: asked for either, the default
+    model hands the seed back unchanged. A launch shape is the entry point's; a grid-stride loop or a
+    staging in shared memory is a __global__ function's (asked of a load helper, it has nothing to act on)."""
+    from kforge_desktop.search.directives import applicable, edit_targets
+    from kforge_desktop.search.exemplars import seed_exemplars
+    from kforge_desktop.search.planner import kernel_functions
+    from kforge_desktop.search.scaffold import FUNCTION, build_scaffold
+
+    problem = load_problem(REPO_PROBLEMS / "softmax.py")
+    kernel = seed_exemplars(build_scaffold(problem, "cuda"), problem.source)[0][1]
+    assert not applicable("vectorized_loads", kernel) and not applicable("warp_reductions", kernel)
+    assert not applicable("online_softmax", kernel)  # the exemplar's max and sum are online already
+    assert not applicable("fast_math", kernel)  # __expf throughout
+    assert applicable("launch_shape", kernel) and applicable("grid_stride", kernel)
+    plain = "__global__ void k(const float* x, float* y, int n) {\n  float m = fmaxf(x[0], x[1]);\n" \
+            "  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = expf(x[i] - m) / sqrtf(2.0f);\n}\n"
+    assert applicable("vectorized_loads", plain) and applicable("online_softmax", plain) and applicable("fast_math", plain)
+    functions = kernel_functions(kernel, "cuda")
+    assert edit_targets(functions, "launch_shape", FUNCTION) == [FUNCTION]
+    assert edit_targets(functions, "grid_stride", FUNCTION) == ["softmax_rows"]
+    picks = {choose_directive("cuda", {}, random.Random(s), kernel=kernel).key for s in range(40)}
+    assert picks and not picks & {"vectorized_loads", "warp_reductions", "online_softmax", "fast_math"}
     # patterns show structure only: no computation the model could copy into the wrong kernel
     assert all("[c]" not in d.example and "exp" not in d.example for d in DIRECTIVES["cpp"])
 

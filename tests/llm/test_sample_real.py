@@ -1,0 +1,62 @@
+"""``kforge sample`` asks what a search asks first (the real small GGUF; no evaluation)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.llm
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _sample(problem: Path, out: Path, model: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "kforge_desktop", "sample", str(problem), "--llm", str(model),
+                           "--out", str(out), "--max-tokens", "160", *extra], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_edits_of_the_seed_each_carry_another_directive(tmp_path, test_model_path):
+    run = _sample(REPO / "resources" / "problems" / "rms_norm.py", tmp_path / "edits", test_model_path,
+                  "--target", "cuda", "--kind", "edit", "--n", "2")
+    assert run.returncode == 0, run.stderr
+    asked = re.findall(r"^\[\d/2\] (\w+)(?:@\w+)?: ", run.stderr, re.M)
+    assert len(asked) == 2 and len(set(asked)) == 2, run.stderr  # two different changes asked of the seed
+    # what a CUDA exemplar seed has already (float4 loads, warp shuffles) is not asked for
+    assert not set(asked) & {"vectorized_loads", "warp_reductions"}
+    assert len(list((tmp_path / "edits").glob("candidate_00[01].*"))) == 2
+
+
+def test_an_edit_of_a_problem_no_exemplar_fits_says_to_sample_whole_kernels(tmp_path, test_model_path):
+    problem = REPO / "benchmarks" / "problems_generalize" / "dev" / "cumsum_rows.py"
+    run = _sample(problem, tmp_path / "none", test_model_path, "--target", "cpp", "--kind", "edit", "--n", "1")
+    assert run.returncode == 2
+    assert "no exemplar fits this problem" in run.stderr and "sample whole kernels" in run.stderr
+
+
+def test_a_whole_kernel_is_asked_with_the_nearest_example_and_what_differs(test_model_path):
+    """A log-softmax gets the row softmax example and the search's sentence on what differs (the log):
+    exactly the request the search's first whole kernel makes."""
+    from kforge_desktop.llm.llama_backend import LlamaCppGenerator
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.sampling import sample_candidates
+
+    problem = load_problem(REPO / "benchmarks" / "problems_generalize" / "dev" / "log_softmax.py")
+    gen = LlamaCppGenerator(test_model_path, n_ctx=4096)
+    asked = []
+    real_generate = gen.generate
+    gen.generate = lambda req, **kw: asked.append(req) or real_generate(req, **kw)
+    try:
+        [sample] = list(sample_candidates(problem, gen, 1, target="cpp", max_tokens=64))
+    finally:
+        gen.close()
+    prompt = "\n".join(m.content for m in asked[0].messages)
+    assert "kernel_forward" in prompt and "straightforward, correct kernel first" in prompt
+    assert "change it where this model differs" in prompt and "log" in prompt.split("differs:")[1]
+    assert sample.directive == "straightforward"
