@@ -105,6 +105,40 @@ def _copy_of_seed(path: Path, lang: str, problem_name: str) -> bool | None:
     return normalize_code(kernel, "cuda") in known
 
 
+def reshape(jsonl: Path, root: Path, out: Path) -> int:
+    """The candidates that failed to build in ``jsonl``, shaped again by the current code as a search shapes
+    an answer (an edit merged into its seed, unreachable functions dropped, compiler-reported slips fixed);
+    those that now build (nvcc here, no GPU needed) are written below ``out`` for another ``--evaluate``."""
+    from kforge_desktop.csource.items import merge_functions, prune_unreachable
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.answers import autofix_kernel
+    from kforge_desktop.search.exemplars import seed_exemplars
+    from kforge_desktop.search.scaffold import build_scaffold, kernel_of_module
+
+    written = 0
+    for line in jsonl.read_text().splitlines():
+        v = json.loads(line)
+        if v.get("status") != "compile_error":
+            continue
+        f = root / v["candidate"]
+        problem = load_problem(PROBLEMS / f"{f.parent.name.split('.')[0]}.py")
+        scaffold = build_scaffold(problem, f.parts[-3])
+        kernel = kernel_of_module(f.read_text()) or ""
+        if f.parent.name.endswith(".edit"):  # an edit: merged into the seed it changed, pruned again
+            kernel = prune_unreachable(merge_functions(seed_exemplars(scaffold, problem.source)[0][1], kernel))
+        kernel, note = autofix_kernel(scaffold, kernel)
+        err = syntax_check(scaffold.kernel_file(kernel), scaffold.language)
+        print(f"{v['candidate']}: {note or 'no fix'}; {'builds' if not err else err.splitlines()[0][:100]}")
+        if not err:
+            target = out / "/".join(f.parts[-3:])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(scaffold.module_source(kernel))
+            written += 1
+    print(f"wrote {written} candidates below {out}")
+    return 0
+
+
 def report(jsonl: Path, root: Path = SAMPLES) -> str:
     verdicts: dict[str, dict] = {}  # candidate path below the samples folder -> verdict
     for line in jsonl.read_text().splitlines():
@@ -149,10 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=10, help="timed rounds per candidate (--evaluate)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per problem (--evaluate)")
     ap.add_argument("--samples", default=str(SAMPLES), help="the folder of <language>/<problem>[.what] sample folders")
+    ap.add_argument("--reshape", nargs=2, default=None, metavar=("JSONL", "OUT"),
+                    help="shape the candidates that failed to build again with the current code; write those that "
+                         "build below OUT")
     args = ap.parse_args(argv)
     if args.evaluate:
         root = Path(args.samples)
         return evaluate(Path(os.environ.get("OUT", str(root))) / "gpu_samples.jsonl", args.runs, args.timeout, root)
+    if args.reshape:
+        return reshape(Path(args.reshape[0]), Path(args.samples), Path(args.reshape[1]))
     if args.report:
         print(report(Path(args.report), Path(args.samples)))
         return 0

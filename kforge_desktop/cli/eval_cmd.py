@@ -72,7 +72,7 @@ def run(args) -> int:
     workers = args.workers or (1 if len(files) == 1 else None)
     with Evaluator(device=device, workers=workers, options=opts) as ev:
         futures = [(f, ev.submit(problem, src)) for f, src in sources]
-        if len(files) == 1:
+        if not target.is_dir():  # a folder gets one line per candidate, however many it holds
             verdict = futures[0][1].result()
             if args.json:
                 print(verdict.to_json(indent=2))

@@ -37,6 +37,42 @@ _STD_HEADERS = {
     "unique_ptr": "memory", "function": "functional", "invalid_argument": "stdexcept", "runtime_error": "stdexcept",
     "out_of_range": "stdexcept", "numeric_limits": "limits",
 }
+# std::min(rows / 2, 32) with an int64_t rows: two integer types, and the template cannot deduce one
+_INT_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
+                             r"[‘'`](?:std::)?(?:max|min)\((?:\s*(?:const\s+)?(?:(?:long |unsigned |short )*(?:int|long)|"
+                             r"u?int(?:64|32|16)_t|size_t)&?,?)+\)")
+# nvcc's messages, in the form g++ gives the same errors (the fixes below read g++'s)
+_NVCC_ERR = re.compile(r"^kernel\.cu\((\d+)\): error: ([^\n]*)((?:\n(?!kernel\.cu\(|\S)[^\n]*)*)", re.M)
+_NVCC_TYPES = {"long": "long int", "int64_t": "long int", "int32_t": "int", "size_t": "long unsigned int",
+               "unsigned long": "long unsigned int", "long long": "long long int"}
+
+
+def _gcc_form(errors: str) -> str:
+    """``errors`` with nvcc's messages (``kernel.cu(69): error: expression must be a modifiable lvalue`` and
+    the source line below it) also written as g++ writes the same error, so that one set of fixes serves
+    both compilers: an undefined identifier, a const pointer initializing a mutable one, an assignment
+    to a const local, a std::min/max of two types; any other error keeps its line (``kernel.cu:69:1:``)."""
+    extra = []
+    for m in _NVCC_ERR.finditer(errors):
+        line, msg, context = m.group(1), m.group(2).strip(), m.group(3)
+        at = f"kernel.cu:{line}:1: error: "
+        if u := re.match(r'identifier "(\w+)" is undefined', msg):
+            extra.append(f"{at}‘{u.group(1)}’ was not declared in this scope")
+        elif c := re.match(r'a value of type "const (\w+) \*" cannot be used to initialize an entity of type '
+                           r'"(\w+) \*"', msg):
+            extra.append(f"{at}invalid conversion from ‘const {c.group(1)}*’ to ‘{c.group(2)}*’")
+        elif msg == "expression must be a modifiable lvalue" and (a := re.search(r"^\s*(\w+)\s*[-+*/]?=", context, re.M)):
+            extra.append(f"{at}assignment of read-only variable ‘{a.group(1)}’")
+        elif (o := re.match(r'no instance of overloaded function "(?:std::)?(max|min)" matches the argument list', msg)) \
+                and (t := re.search(r"argument types are: \(([^)]*)\)", context)):
+            names = [re.sub(r"^const\s+", "", x.strip()) for x in t.group(1).split(",")]
+            types = ", ".join(_NVCC_TYPES.get(x, x) for x in names)
+            extra.append(f"{at}no matching function for call to ‘{o.group(1)}({types})’")
+        else:
+            extra.append(f"{at}{msg}")
+    return errors + ("\n" + "\n".join(extra) if extra else "")
+
+
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
 
 
@@ -233,13 +269,16 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``;
     - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
       undeclared name (dropped);
-    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``);
+    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``), and two
+      integer types there (``std::min(rows / 2, 32)`` with an ``int64_t rows``: ``std::min<int64_t>``);
     - a pointer into an output declared ``const`` and passed to a helper that writes through it;
     - a standard name used without its header (``std::vector``, ``std::inner_product``).
 
+    nvcc's messages count as g++'s for the same errors (``_gcc_form``).
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
     ``entry`` is the kernel's ``extern "C"`` entry point, which needs no forward declaration.
     Returns (fixed kernel, what was fixed) or None when nothing applied. The caller re-checks."""
+    errors = _gcc_form(errors)
     offset = _line_offset(prelude)
     lines = kernel.split("\n")
     notes: list[str] = []
@@ -307,6 +346,14 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
                 lines[idx] = fixed
                 if "float literal in std::max/min" not in notes:
                     notes.append("float literal in std::max/min")
+    for m in _INT_MINMAX_ERR.finditer(errors):  # two integer types in std::max/min: both int64_t
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines):
+            fixed = re.sub(r"\bstd::(max|min)\s*\(", r"std::\1<int64_t>(", lines[idx])
+            if fixed != lines[idx]:
+                lines[idx] = fixed
+                if "int64_t in std::max/min" not in notes:
+                    notes.append("int64_t in std::max/min")
     for m in _NO_RETURN_ERR.finditer(errors):  # promises a value, returns none, and no caller reads one: void
         idx = int(m.group(1)) - 1 - offset
         if 0 <= idx < len(lines) and _void_unused(lines, idx):

@@ -172,8 +172,10 @@ def function_head(code: str, name: str) -> str | None:
 
 
 def prune_unreachable(code: str, entry: str = ENTRY) -> str:
-    """Drop top-level functions nothing reachable from ``entry`` calls (the test drivers, ``main()``
-    and stray examples small models append); they can only break the build."""
+    """Drop top-level functions nothing reachable from ``entry`` calls or names (the test drivers, ``main()``
+    and stray examples small models append); they can only break the build. A function named without a
+    call is kept too: a CUDA kernel handed to ``cudaLaunchKernelEx(&config, kernel, ...)`` or
+    ``cudaFuncSetAttribute(kernel, ...)`` is reached through its pointer."""
     items = split_items(code)
     funcs = {it.name: it for it in items if it.kind == "function"}
     if entry not in funcs:
@@ -182,7 +184,7 @@ def prune_unreachable(code: str, entry: str = ENTRY) -> str:
     while todo:
         text = funcs[todo.pop()].text
         for name in funcs:
-            if name not in keep and re.search(rf"\b{re.escape(name)}\s*[(<]", text):
+            if name not in keep and re.search(rf"\b{re.escape(name)}\s*[(<,)]", text):
                 keep.add(name)
                 todo.append(name)
     if len(keep) == len(funcs):

@@ -70,17 +70,17 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
     if kind == "edit" and sc is None:
         raise SampleError(f"an edit needs a scaffolded kernel; this problem has no {target} scaffold")
     device = device_lines("cpu") if target == "cpp" else ""
-    parent, example, seed_norm, functions = _node("", target, "root"), "", "", []
+    parent, example, seed_norms, functions = _node("", target, "root"), "", set(), []
     if sc is not None:
         common = dict(language=target, problem_source=problem.source, device=device, signature=sc.signature(),
                       arguments=sc.describe_args())
+        seeds = seed_exemplars(sc, problem.source) if exemplars else []
+        seed_norms = {normalize_code(code, target) for _, code in seeds}  # an answer that repeats a seed
         if kind == "edit":
-            seeds = seed_exemplars(sc, problem.source)
             if not seeds:
                 raise SampleError("no exemplar fits this problem exactly, so a search places no seed to edit; "
                                  "sample whole kernels instead")
             parent = _node(seeds[0][1], target, "seed")
-            seed_norm = normalize_code(parent.kernel_source, target)
             functions = kernel_functions(parent.kernel_source, target)
             ctx = prompts.PromptContext(kind="edit", parent_code=collapse_helpers(parent.kernel_source, target),
                                         **common)
@@ -116,8 +116,8 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
         if sc is not None:
             a = answers.shape_answer(gen, request_ctx.kind, request_ctx.target, parent, language=target,
                                      scaffold=sc, fix=True, example=example,
-                                     find_duplicate=lambda norm: parent.id if seed_norm and norm == seed_norm else None)
-            note = "the seed handed back unchanged" if a.duplicate_of is not None else a.note
+                                     find_duplicate=lambda norm: 1 if norm in seed_norms else None)
+            note = "a seed handed back unchanged" if a.duplicate_of is not None else a.note
             yield Sample(a.source, gen.text, "" if a.source else a.note, gen.completion_tokens, gen.seconds, key, note)
         else:
             ex = extract_code(gen.text, finished=gen.finish_reason != "length")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
+import pytest
+
 from kforge_desktop.csource.comments import blank_cpp_comments, strip_cpp_comments
 from kforge_desktop.csource.items import function_head
 
@@ -99,3 +104,66 @@ def test_a_standard_name_used_without_its_header_gets_the_header():
     assert notes == ["standard headers"] and "#include <vector>" in fixed and "#include <numeric>" in fixed
     assert "#include <stdexcept>" in fixed
     assert not syntax_check(prelude + "\n" + fixed, "cpp")
+
+
+def _fixed_until_clean(kernel: str, language: str) -> tuple[str, list[str]]:
+    """autofix round after round on the real compiler's messages, as ``answers.autofix_kernel`` does."""
+    from kforge_desktop.csource.autofix import autofix
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    notes: list[str] = []
+    for _ in range(3):
+        err = syntax_check(PRELUDE[language] + "\n" + kernel, language)
+        if not err:
+            break
+        out = autofix(kernel, PRELUDE[language], err)
+        if out is None:
+            break
+        kernel, notes = out[0], notes + out[1]
+    return kernel, notes
+
+
+# a launch shape as the default model rewrote three CUDA seeds (benchmarks/results/gpu_samples_r17): two
+# integer types in std::min/max, and a const local assigned afterwards
+LAUNCH = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols{stream}) {{\n'
+          "    const int64_t threads = std::max(32, std::min(cols / 4, 1024));\n"
+          "    const int blocks = 1;\n"
+          "    if (rows > 4096) {{\n"
+          "        blocks = 2;\n"
+          "    }}\n"
+          "    for (int64_t i = 0; i < rows * cols; ++i) out[i] = x[i] * (float)(threads + blocks);\n"
+          "}}\n")
+
+
+def test_two_integer_types_in_std_min_become_int64_t_and_a_const_assigned_later_loses_const():
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    kernel = LAUNCH.format(stream="")
+    assert syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")  # g++ rejects it as the model wrote it
+    fixed, notes = _fixed_until_clean(kernel, "cpp")
+    assert not syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp")
+    assert "std::max<int64_t>(32, std::min<int64_t>(cols / 4, 1024))" in fixed and "    int blocks = 1;" in fixed
+    assert set(notes) == {"int64_t in std::max/min", "const dropped from an assigned variable"}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="nvcc is not installed here: CUDA kernels cannot be syntax-checked on this machine")
+def test_nvccs_messages_get_the_same_fixes_as_gccs():
+    """nvcc says ``kernel.cu(7): error: expression must be a modifiable lvalue`` where g++ says ``assignment of
+    read-only variable``, and ``identifier "x" is undefined`` for ``'x' was not declared``: a CUDA kernel gets
+    the fixes a C++ one gets (before, none applied: 4 of the 10 build failures of this round's GPU samples
+    were these)."""
+    from kforge_desktop.csource.autofix import _gcc_form
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    kernel = LAUNCH.format(stream=", cudaStream_t stream")
+    err = syntax_check(PRELUDE["cuda"] + "\n" + kernel, "cuda")
+    assert err and "kernel.cu(" in err and "modifiable lvalue" in err
+    fixed, notes = _fixed_until_clean(kernel, "cuda")
+    assert not syntax_check(PRELUDE["cuda"] + "\n" + fixed, "cuda"), fixed
+    assert set(notes) == {"int64_t in std::max/min", "const dropped from an assigned variable"}
+    said = _gcc_form('kernel.cu(12): error: identifier "tile" is undefined\n      for (r0 = 0; r0 < rows; r0 += tile)\n')
+    assert "kernel.cu:12:1: error: ‘tile’ was not declared in this scope" in said

@@ -30,6 +30,19 @@ def test_eval_json_has_the_documented_fields(tmp_path):
     assert v["status"] == "ok"
 
 
+def test_eval_json_of_a_folder_is_one_line_per_candidate_even_for_one(tmp_path):
+    """A script reading ``kforge eval PROBLEM DIR --json`` gets the same lines whatever the folder holds (a
+    folder of one candidate printed the single-candidate object, which such a script did not read)."""
+    folder = tmp_path / "one"
+    folder.mkdir()
+    shutil.copy(CAND / "ok_rms_norm.py", folder / "ok_rms_norm.py")
+    out = kforge("eval", str(PROBLEM), str(folder), "--json", "--runs", "5", "--no-compile", cache=tmp_path / "b")
+    assert out.returncode == 0, out.stderr
+    [line] = out.stdout.splitlines()
+    v = json.loads(line)
+    assert v["candidate"].endswith("ok_rms_norm.py") and v["status"] == "ok"
+
+
 def test_eval_folder_prints_a_table_and_isolates_failures(tmp_path):
     folder = tmp_path / "cands"
     folder.mkdir()

@@ -286,6 +286,14 @@ def test_functions_nothing_calls_are_pruned():
     assert names == ["sq", "kernel_forward"] and "#include <cmath>" in pruned
     assert prune_unreachable(pruned) == pruned
 
+    # a CUDA kernel reached through its pointer (the GroupNorm exemplar's cluster launch) stays: before, every
+    # edit of that seed's entry point lost its kernel and failed to build
+    launch = ("__global__ void parts(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }\n"
+              'extern "C" void kernel_forward(const float* x, float* y, int64_t n, cudaStream_t stream) {\n'
+              "    cudaLaunchConfig_t config = {};\n    cudaFuncSetAttribute(parts, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
+              "    cudaLaunchKernelEx(&config, parts, x, y);\n}\n")
+    assert prune_unreachable(launch) == launch
+
 
 def test_the_const_pointer_error_is_fixed_mechanically_and_nothing_else_is():
     from kforge_desktop.csource.autofix import autofix_const
