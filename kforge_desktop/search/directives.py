@@ -234,7 +234,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return "gridDim.x" not in kernel
     if key == "fast_math":
         code = strip_cpp_comments(kernel)
-        return bool(re.search(r"(?<![\w_])(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))
+        return bool(re.search(r"(?<!\w)(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))
     if key == "float_math":
         # doubles, double literals, or unqualified C math calls (std::exp on a float is float already)
         code = strip_cpp_comments(kernel)

@@ -17,7 +17,6 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from ..csource.normalize import normalize_code
 from ..llm import prompts
 from ..problem.problem import Problem
 from ..store.records import NodeRecord
@@ -75,7 +74,7 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
         common = dict(language=target, problem_source=problem.source, device=device, signature=sc.signature(),
                       arguments=sc.describe_args())
         seeds = seed_exemplars(sc, problem.source) if exemplars else []
-        seed_norms = {normalize_code(code, target) for _, code in seeds}  # an answer that repeats a seed
+        seed_norms = {answers.example_norm(code, target) for _, code in seeds}  # an answer that repeats a seed
         if kind == "edit":
             if not seeds:
                 raise SampleError("no exemplar fits this problem exactly, so a search places no seed to edit; "
@@ -97,7 +96,8 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
     tried: dict[str, str] = {}
     for i in range(n):
         llm_seed = seed * 1_000_003 + i
-        key, request_ctx = (CORRECT_FIRST[target].key if ctx.kind == "whole" and target in CORRECT_FIRST else ""), ctx
+        key = CORRECT_FIRST[target].key if ctx.kind == "whole" and target in CORRECT_FIRST else ""
+        request_ctx = ctx
         if kind == "edit":  # the next directive a search would ask of this seed
             rng = random.Random(f"{seed}:{i}")
             d = choose_directive(target, tried, rng, kernel=parent.kernel_source, aten_ops=sc.aten_ops)
