@@ -87,7 +87,7 @@ def compare(candidate_out, reference_out, override: dict | None = None) -> Compa
         stats = _compare_values(c.detach().reshape(-1), r.detach().reshape(-1), tol)
         if stats.finite_mismatch:
             return Comparison(False, f"{which}{stats.finite_mismatch} NaN/Inf values where the reference has finite "
-                                     "ones (or the other way round)", math.inf, math.inf)
+                                     f"ones (or the other way round){unwritten_values(c)}", math.inf, math.inf)
         if stats.nonfinite_differ:
             return Comparison(False, f"{which}non-finite values differ from the reference", math.inf, math.inf)
         max_abs = stats.max_abs
@@ -95,7 +95,7 @@ def compare(candidate_out, reference_out, override: dict | None = None) -> Compa
         worst_abs, worst_l2 = max(worst_abs, max_abs), max(worst_l2, rel_l2)
         if stats.over:
             return Comparison(False, f"{which}{stats.over} of {r.numel()} values differ beyond atol={tol.atol:g}, "
-                                     f"rtol={tol.rtol:g} (max abs err {max_abs:.3g})"
+                                     f"rtol={tol.rtol:g} (max abs err {max_abs:.3g}){unwritten_values(c)}"
                                      f"{first_values(c, r, stats.first_over)}", worst_abs, worst_l2)
         if rel_l2 > tol.rel_l2:
             return Comparison(False, f"{which}relative L2 error {rel_l2:.2e} exceeds {tol.rel_l2:.0e} for "
@@ -122,6 +122,38 @@ def first_values(c: torch.Tensor, r: torch.Tensor, flat: int, count: int = 4) ->
 
 
 CHUNK = 1 << 22  # elements compared at a time: a chunk's float64 temporaries are tens of MB
+
+
+def unwritten_values(c: torch.Tensor) -> str:
+    """How many values of a wrong output the kernel never wrote: while verifying, outputs start as
+    fill bytes (``poisoned_cpu_allocations``, ``poison_allocator``), so a value that still holds them
+    was never stored. The default model's kernels from scratch often write one value per row of an
+    output with one value per input value; told only "got [-13, 3.4e+38, 3.4e+38]", a repair wrote
+    one value per row again. A value only added to (``out[i] += v``) keeps the fill too: it was never
+    assigned. "" when every value was."""
+    bits_type = {8: torch.int64, 4: torch.int32, 2: torch.int16}.get(c.element_size())
+    if bits_type is None or not c.is_floating_point() or c.numel() == 0:
+        return ""
+    fills = [int.from_bytes(bytes([b]) * c.element_size(), "little", signed=True) for b in _FILL_BYTES]
+    flat = c.detach().reshape(-1)
+    n = c.shape[-1] if c.dim() else 1
+    step = n * max(1, CHUNK // n)  # whole rows at a time
+    total, per_row = 0, set()
+    for lo in range(0, flat.numel(), step):
+        bits = flat[lo:lo + step].view(bits_type)
+        never = (bits == fills[0]) | (bits == fills[1])
+        total += int(never.sum().item())
+        if len(per_row) < 2 and n > 1:
+            per_row.update((n - never.view(-1, n).sum(1)).unique().tolist())
+        del bits, never
+    if not total:
+        return ""
+    if total == c.numel():
+        return f"; the kernel assigned none of the {total} output values, and every one must be"
+    if c.numel() // n > 1 and n > 1 and len(per_row) == 1:
+        return (f"; the kernel wrote {per_row.pop()} of the {n} values of each row (the last dimension): {total} of "
+                f"the {c.numel()} output values were never assigned, and every one must be")
+    return f"; {total} of the {c.numel()} output values were never assigned, and every one must be"
 
 
 @dataclass
@@ -174,6 +206,7 @@ def same_inputs(before: list, after: list) -> str | None:
 
 
 _PERTURB = 0x80  # glibc fills each allocation with this byte's complement, 0x7F: 3.4e38 as float32
+_FILL_BYTES = (0xFF ^ _PERTURB, 0xFF)  # what an unwritten output holds: on the CPU, on a GPU (NaN)
 
 
 def poison_allocator(nbytes_list: list[int], device: str) -> None:

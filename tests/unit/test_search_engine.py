@@ -275,3 +275,42 @@ def test_the_repair_of_a_wrong_kernel_names_what_the_model_computes_and_where_it
     assert "the first at [0, 0]: expected" in user
     assert "What this model computes" in user and "the log of the softmax" in user
     store.close()
+
+
+def test_a_kernel_that_wrote_one_value_per_row_is_told_so_in_its_repair(tmp_path):
+    """A log-softmax kernel that wrote only the first value of each row (the row sums a small model
+    writes from scratch), into an output that starts as fresh memory does while verifying: the
+    verdict and the repair prompt say it wrote 1 of the 64 values of each row, not only "got 3.4e+38".
+    A wrong value the kernel did write is not called unwritten."""
+    import torch
+
+    from kforge_desktop.kernels.verdict import Verdict
+    from kforge_desktop.kernels.verify import compare, poisoned_cpu_allocations
+    from kforge_desktop.llm import prompts
+    from kforge_desktop.problem.problem import Problem
+
+    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+              "    def forward(self, logits):\n        return torch.log_softmax(logits, dim=-1)\n\n\n"
+              "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    x = torch.randn(16, 64)
+    with poisoned_cpu_allocations():
+        out = torch.empty(16, 64)  # as the scaffold's module allocates its output
+    out[:, 0] = x.sum(-1)  # out[r * cols] = sum: one value per row
+    wrong = compare(out, torch.log_softmax(x, -1))
+    assert not wrong.ok and "the kernel wrote 1 of the 64 values of each row" in wrong.reason
+    assert "1008 of the 1024 output values were never assigned" in wrong.reason
+    assert "never assigned" not in compare(torch.softmax(x, -1), torch.log_softmax(x, -1)).reason
+
+    store = SessionStore(tmp_path / "w.kforge")
+    pid = create_session(store, Problem(name="log_softmax", source=source, path=None),
+                         SearchConfig(budget_candidates=2))
+    whole = store.add_node(pid, store.root(pid).id, "llm", "whole", "cpp", source="x",
+                           kernel_source='extern "C" void kernel_forward() {}\n')
+    store.record_verdict(whole, Verdict("incorrect", wrong.reason, max_abs_err=wrong.max_abs_err,
+                                        rel_l2_err=wrong.rel_l2_err), -1.0)
+    engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=2))
+    tree = engine._tree()
+    exp = engine.next_expansion(tree)
+    assert (exp.kind, exp.parent_id) == ("repair", whole)
+    assert "the kernel wrote 1 of the 64 values of each row" in prompts.render(engine.prompt(exp, tree))[1]
+    store.close()
