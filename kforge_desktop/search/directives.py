@@ -220,6 +220,10 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         functions = [it for it in split_items(kernel) if it.kind == "function"]
         helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
         return any(unrollable(it.text) for it in (helpers or functions))
+    if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse
+        code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
+        accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
+        return bool(accumulates) and len(re.findall(r"\bfor \(\)", code)) >= 3
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
     # CUDA: a change the kernel already has is no change (the exemplar seeds load float4 and reduce with

@@ -303,6 +303,15 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert not applicable("float_math", parallel + "// exp(x) in a comment\n")  # all float already
     assert applicable("float_math", parallel.replace("0.0f", "0.0")) and applicable("float_math", "y = exp(v);")
     assert applicable("fuse_epilogue", parallel, ("native_group_norm", "silu"))
+    # one pass already: an elementwise kernel has no statistics to fuse (asked, the model invents a variance)
+    elementwise = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+                   "  for (int64_t r = 0; r < rows; ++r)\n    for (int64_t c = 0; c < cols; c += 1)\n"
+                   "      out[r * cols + c] = x[r * cols + c] > 0.0f ? x[r * cols + c] : 0.2f * x[r * cols + c];\n}\n")
+    assert not applicable("single_pass", elementwise) and not applicable("single_pass", parallel)
+    two_pass = parallel.replace("out[r] = row_sum(x + r * cols, cols);",
+                                "{\n    float m = x[r * cols];\n    for (int64_t c = 1; c < cols; ++c) m = std::max(m, x[r * cols + c]);\n"
+                                "    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * cols + c] - m;\n  }")
+    assert applicable("single_pass", two_pass)
     picks = {choose_directive("cpp", {"straightforward": "ok"}, random.Random(s), kernel=parallel,
                               aten_ops=("softmax",)).key for s in range(40)}
     assert picks and not picks & {"openmp_rows", "fuse_epilogue"}
