@@ -1,10 +1,13 @@
-"""The GroupNorm+SiLU CUDA exemplar's block shape: threads per block and float4s per thread, swept.
+"""The GroupNorm+SiLU CUDA exemplar against the design it replaced, on diffusion-like shapes.
 
-The exemplar (resources/exemplars/cuda/group_norm_silu.cu) takes VEC (float4 a thread holds), THREADS
-(threads a block) and MAX_PARTS (blocks a cluster) as macros; this builds it with several settings and
-times each against eager and torch.compile on diffusion-like shapes (device time: CUDA events around 20
-back-to-back calls after an L2 flush, median of 15), checking every output against F.group_norm + silu.
-Its defaults are the fastest setting on the 16x512x64x64 problem of benchmarks/problems_gpu.
+The exemplar (resources/exemplars/cuda/group_norm_silu.cu) makes two passes over each (sample, group) slice, one
+block a slice (a cluster of blocks when there are fewer slices than SMs): it sums the slice, then reads it back
+from L2 and writes the output. The design before it
+(benchmarks/group_norm_clusters.cu, commit cec20b7) read x once: a cluster of 8 blocks held a slice in registers
+and merged its sums in distributed shared memory, at the cost of a cluster barrier per slice. Both are built and
+timed against eager, torch.compile and a plain copy of x (the bandwidth the floor assumes) in device time: CUDA
+events around 20 back-to-back calls after an L2 flush, median of 15; every output is checked against
+F.group_norm + silu.
 
     PYTHONPATH=$PWD TORCH_CUDA_ARCH_LIST=9.0 python3 benchmarks/group_norm_variants.py   # writes $OUT/gn_variants.json
 """
@@ -20,7 +23,9 @@ import torch.nn.functional as F
 from torch.utils.cpp_extension import load
 
 HERE = Path(tempfile.mkdtemp(prefix="gn_variants_"))
-NEW = Path(__file__).resolve().parents[1] / "resources/exemplars/cuda/group_norm_silu.cu"
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {"exemplar": ROOT / "resources/exemplars/cuda/group_norm_silu.cu",
+            "clusters": ROOT / "benchmarks/group_norm_clusters.cu"}
 WRAP = r'''
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -34,20 +39,24 @@ torch::Tensor run(torch::Tensor x, torch::Tensor w, torch::Tensor b, int64_t gro
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
 '''
 (HERE / "wrap.cpp").write_text(WRAP)
-VARIANTS = {}
-for vec, thr, parts in [(4, 512, 8), (4, 1024, 8), (8, 256, 8), (4, 256, 16), (4, 128, 16), (2, 512, 16), (8, 128, 16)]:
-    VARIANTS[f"v{vec}t{thr}p{parts}"] = (NEW, [f"-DVEC={vec}", f"-DTHREADS={thr}", f"-DMAX_PARTS={parts}"])
+SHAPES = [((16, 512, 64, 64), 32),  # benchmarks/problems_gpu/group_norm_silu.py
+          ((4, 256, 64, 64), 32),  # the diffusion block's (resources/examples/diffusion_block_gpu.py)
+          ((1, 256, 64, 64), 32), ((1, 512, 128, 128), 32),  # a batch of one: fewer slices than SMs, clusters
+          ((8, 320, 32, 32), 32), ((8, 512, 32, 32), 32), ((2, 96, 7, 7), 3), ((3, 40, 9, 11), 5),
+          ((1, 64, 256, 256), 2)]  # two slices of 2 M values: two blocks
+
 
 def build(name):
-    src, flags = VARIANTS[name]
-    load(name=f"gn_{name}", sources=[str(HERE / "wrap.cpp"), str(src)], extra_cuda_cflags=["-O3"] + flags,
-         build_directory=str(mk(name)), verbose=False)
+    module(name)
     return name
 
-def mk(name):
+
+def module(name):
     d = HERE / "build" / name
     d.mkdir(parents=True, exist_ok=True)
-    return d
+    return load(name=f"gn_{name}", sources=[str(HERE / "wrap.cpp"), str(VARIANTS[name])], extra_cuda_cflags=["-O3"],
+                build_directory=str(d), verbose=False)
+
 
 def dev_ms(fn, reps=20, samples=15):
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -66,10 +75,6 @@ def dev_ms(fn, reps=20, samples=15):
     return statistics.median(out)
 
 
-SHAPES = [((16, 512, 64, 64), 32), ((4, 256, 64, 64), 32), ((2, 96, 7, 7), 3), ((1, 64, 256, 256), 2),
-          ((3, 40, 9, 11), 5), ((8, 320, 32, 32), 32)]
-
-
 def measure(mods: dict, shape: tuple, groups: int) -> dict:
     torch.manual_seed(0)
     x = torch.randn(shape, device="cuda") * 2 + 3
@@ -79,10 +84,10 @@ def measure(mods: dict, shape: tuple, groups: int) -> dict:
     def ref():
         return F.silu(F.group_norm(x, groups, w, b, 1e-5))
 
-    comp = torch.compile(ref)
+    y = torch.empty_like(x)
     want = ref()
     row = {"shape": list(shape), "groups": groups, "floor_ms": 2 * x.numel() * 4 / 4.3e12 * 1e3,
-           "eager_ms": dev_ms(ref), "compile_ms": dev_ms(comp)}
+           "copy_ms": dev_ms(lambda: y.copy_(x)), "eager_ms": dev_ms(ref), "compile_ms": dev_ms(torch.compile(ref))}
     for name, m in mods.items():
         def ours(m=m):
             return m.run(x, w, b, groups, 1e-5)
@@ -92,17 +97,15 @@ def measure(mods: dict, shape: tuple, groups: int) -> dict:
 
 
 def main():
-    with cf.ProcessPoolExecutor(len(VARIANTS)) as ex:
-        built = list(ex.map(build, VARIANTS))
-    mods = {n: load(name=f"gn_{n}", sources=[str(HERE / "wrap.cpp"), str(VARIANTS[n][0])],
-                    extra_cuda_cflags=["-O3"] + VARIANTS[n][1], build_directory=str(mk(n))) for n in built}
+    with cf.ProcessPoolExecutor(len(VARIANTS)) as ex:  # build in parallel, then load the built modules here
+        list(ex.map(build, VARIANTS))
+    mods = {name: module(name) for name in VARIANTS}
     res = []
     for shape, groups in SHAPES:
         row = measure(mods, shape, groups)
         res.append(row)
         print(json.dumps(row), flush=True)
-    out = os.environ.get("OUT", "/tmp")
-    Path(out, "gn_variants.json").write_text(json.dumps(res, indent=1))
+    Path(os.environ.get("OUT", "/tmp"), "gn_variants.json").write_text(json.dumps(res, indent=1))
 
 
 if __name__ == "__main__":

@@ -105,14 +105,15 @@ def test_masked_softmax(shape, unaligned):
 
 
 GROUP_SHAPES = [  # (batch, channels, spatial dims, groups)
-    (2, 6, (5, 5), 3),  # 25 values a channel: float4s straddle channels
+    (2, 6, (5, 5), 3),  # 50 values a group: no float4 layout, the scalar path
+    (2, 8, (5, 5), 2),  # 100 values a group, 25 a channel: float4s straddle channels
     (3, 64, (1,), 8),  # one value a channel
-    (2, 32, (7, 9), 4),
-    (16, 512, (16, 16), 32),
-    (2, 64, (64, 64), 32),  # 8192 values a group: 2 blocks a group
-    (1, 512, (64, 64), 32),  # 65536: 8 blocks a group
-    (1, 4, (300, 300), 1),  # 360000: more than a cluster holds, the tiled path
-    (1, 3, (301, 299), 3),  # odd sizes and tiles
+    (2, 32, (7, 9), 4),  # fewer float4s than a block has threads
+    (16, 512, (16, 16), 32),  # 512 groups: more than the grid's blocks, each block takes several
+    (2, 64, (64, 64), 32),
+    (1, 512, (64, 64), 32),  # 65536 values a group: whole unrolled steps only
+    (1, 4, (300, 300), 1),  # 360000: unrolled steps and a remainder
+    (1, 3, (301, 299), 3),  # odd sizes
 ]
 
 

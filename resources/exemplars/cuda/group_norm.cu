@@ -2,7 +2,7 @@
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias
 // ops: native_group_norm group_norm
 // optional: weight=1 bias=0
-// about: GroupNorm on [batch, channels, spatial]: a cluster of blocks shares each (sample, group) slice; each block holds its part in registers, one reduction of shifted sums per block, merged in distributed shared memory; x is read once.
+// about: GroupNorm on [batch, channels, spatial]: one block per (sample, group) slice (a cluster of blocks when there are fewer slices than SMs), two passes over it: the first sums it (float4 loads kept in L2), the second reads it back from L2 and writes the output; x leaves memory once when the slices in flight fit in L2.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
 #include <cstdint>
@@ -10,21 +10,10 @@
 
 namespace cg = cooperative_groups;
 
-// Each thread keeps VEC float4 of its block's part of a group in registers; a block has up to THREADS threads.
-// A group (channels / num_groups channels times spatial values, contiguous in memory) is split over up to
-// MAX_PARTS blocks of one cluster: groups of up to MAX_PARTS * THREADS * VEC * 4 values are read once,
-// larger ones in tiles (read twice).
-#ifndef VEC
-#define VEC 8
-#endif
-#ifndef THREADS
-#define THREADS 256
-#endif
-#ifndef MAX_PARTS
-#define MAX_PARTS 8  // the largest portable cluster (16 on Hopper with the non-portable attribute)
-#endif
+#define THREADS 512
+#define UNROLL 8  // float4 loads a thread has in flight in a pass
 
-// (sum, sum of squares) over the block: each warp reduces, then warp 0 reduces the warps' results
+// (sum, sum of squares) over the block, returned to every thread
 __device__ float2 block_sum2(float2 v, float2* smem) {
     for (int o = 16; o > 0; o >>= 1) {
         v.x += __shfl_xor_sync(0xffffffff, v.x, o);
@@ -32,21 +21,35 @@ __device__ float2 block_sum2(float2 v, float2* smem) {
     }
     if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
     __syncthreads();
-    v = threadIdx.x < blockDim.x / 32 ? smem[threadIdx.x] : make_float2(0.0f, 0.0f);
-    if (threadIdx.x < 32)
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < blockDim.x / 32 ? smem[threadIdx.x] : make_float2(0.0f, 0.0f);
         for (int o = 16; o > 0; o >>= 1) {
             v.x += __shfl_xor_sync(0xffffffff, v.x, o);
             v.y += __shfl_xor_sync(0xffffffff, v.y, o);
         }
-    return v;  // complete in thread 0
+        if (threadIdx.x == 0) smem[32] = v;
+    }
+    __syncthreads();
+    v = smem[32];
+    __syncthreads();  // smem is free for the next group
+    return v;
 }
 
-// the 4 values at offsets c..c+3 of p (c a multiple of 4); offsets >= n read as `fill`.
-// vec: p is 16-byte aligned, so 4 values below n are one float4 load.
-__device__ __forceinline__ float4 load4(const float* p, int64_t c, int64_t n, bool vec, float fill) {
-    if (vec && c + 4 <= n) return __ldcs(reinterpret_cast<const float4*>(p + c));  // read once: do not keep in L2
-    return make_float4(c < n ? p[c] : fill, c + 1 < n ? p[c + 1] : fill,
-                       c + 2 < n ? p[c + 2] : fill, c + 3 < n ? p[c + 3] : fill);
+// the (sum, sum of squares) of the `parts` blocks of a cluster (each block's total in s), to every thread;
+// `sums` is this block's slot, read by the others in distributed shared memory
+__device__ float2 cluster_sum2(float2 s, float2* sums, int parts) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) *sums = s;
+    cluster.sync();  // every block's sums are published
+    s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
+    for (int o = 16; o > 0; o >>= 1) {  // every warp merges them itself: lane r reads block r's
+        s.x += __shfl_xor_sync(0xffffffff, s.x, o);
+        s.y += __shfl_xor_sync(0xffffffff, s.y, o);
+    }
+    cluster.sync();  // all have read before a block writes its slot again or leaves
+#endif
+    return s;
 }
 
 // c / spatial without an integer division: a float estimate, corrected to the exact quotient
@@ -57,128 +60,130 @@ __device__ __forceinline__ int channel_of(int c, int spatial, float inv_spatial)
     return ch;
 }
 
-// (v - mean) * inv_std * weight[ch] + bias[ch] for the values at group offsets c..c+3 below n, stored
-// to y; weight and bias start at the group's first channel
-__device__ __forceinline__ void write4(float* y, float4 a, int c, int n, int spatial, float inv_spatial, bool vec,
-                                      float mean, float inv_std, const float* weight, const float* bias) {
-    if (vec && c + 4 <= n && spatial % 4 == 0) {  // the 4 values are one channel's
-        const int ch = channel_of(c, spatial, inv_spatial);
-        const float scale = inv_std * __ldg(weight + ch), shift = __ldg(bias + ch) - mean * scale;
-        const float4 r = make_float4(a.x * scale + shift, a.y * scale + shift,
-                                     a.z * scale + shift, a.w * scale + shift);
-        __stcs(reinterpret_cast<float4*>(y + c), r);  // written once: streaming store
-        return;
-    }
-    const float v[4] = {a.x, a.y, a.z, a.w};
-    for (int j = 0; j < 4 && c + j < n; ++j) {
-        const int ch = channel_of(c + j, spatial, inv_spatial);
-        y[c + j] = (v[j] - mean) * inv_std * weight[ch] + bias[ch];
-    }
+// the shifted sums of 4 values: (x - K) and (x - K)^2
+__device__ __forceinline__ void add4(float2& s, float4 v, float K) {
+    const float a = v.x - K, b = v.y - K, c = v.z - K, d = v.w - K;
+    s.x += (a + b) + (c + d);
+    s.y += (a * a + b * b) + (c * c + d * d);
 }
 
-// One block per part of a group; the `parts` blocks of a group form one cluster (parts == 1 without clusters).
-// Statistics: sums of (x - K) and (x - K)^2 with K the group's first value, so the one-pass variance
+// (v - mean) * inv_std * weight[ch] + bias[ch] for the value at group offset c (in channel ch);
+// weight and bias start at the group's first channel
+__device__ __forceinline__ float norm1(float v, int c, int spatial, float inv_spatial, float mean, float inv_std,
+                                       const float* weight, const float* bias) {
+    const int ch = channel_of(c, spatial, inv_spatial);
+    return (v - mean) * inv_std * __ldg(weight + ch) + __ldg(bias + ch);
+}
+
+// the same for the 4 values at group offsets c..c+3: one channel's when spatial % 4 == 0
+__device__ __forceinline__ float4 norm4(float4 v, int c, int spatial, float inv_spatial, float mean, float inv_std,
+                                        const float* weight, const float* bias) {
+    if (spatial % 4 == 0) {
+        const int ch = channel_of(c, spatial, inv_spatial);
+        const float scale = inv_std * __ldg(weight + ch), shift = __ldg(bias + ch) - mean * scale;
+        return make_float4(v.x * scale + shift, v.y * scale + shift, v.z * scale + shift, v.w * scale + shift);
+    }
+    return make_float4(norm1(v.x, c, spatial, inv_spatial, mean, inv_std, weight, bias),
+                       norm1(v.y, c + 1, spatial, inv_spatial, mean, inv_std, weight, bias),
+                       norm1(v.z, c + 2, spatial, inv_spatial, mean, inv_std, weight, bias),
+                       norm1(v.w, c + 3, spatial, inv_spatial, mean, inv_std, weight, bias));
+}
+
+// One block per (sample, group) slice at a time, or `parts` blocks of a cluster (each its part of the slice);
+// the grid walks over the slices. A slice's values are contiguous: count = channels / num_groups * spatial of
+// them. vec: count % 4 == 0 and x, out 16-byte aligned.
+// Statistics: sums of (x - K) and (x - K)^2 with K the slice's first value, so the one-pass variance
 // E[(x-K)^2] - E[x-K]^2 keeps its precision when the values sit far from zero.
-__global__ void __launch_bounds__(THREADS) group_norm_parts(
+__global__ void __launch_bounds__(THREADS, 2) group_norm_groups(  // 2: two blocks fit an SM
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    float* __restrict__ out, int64_t channels, int64_t spatial, int64_t num_groups, float eps, int parts,
+    float* __restrict__ out, int64_t slices, int64_t channels, int spatial, int64_t num_groups, float eps, int parts,
     bool vec) {
-    __shared__ float2 smem[32];
-    __shared__ float2 sums;      // this block's sums: read by the other blocks of the cluster
-    __shared__ float2 mean_std;  // the group's mean and 1 / std, for the whole block
-    const int64_t group = blockIdx.x / parts;  // (sample, group) index; its values are contiguous
+    __shared__ float2 smem[33];
+    __shared__ float2 sums;
     const int64_t per_group = channels / num_groups;
-    const int64_t count = per_group * spatial;  // values in the group
-    // this block's part of the group: offsets [begin, end), begin a multiple of 4
-    const int64_t part = ((count + parts - 1) / parts + 3) / 4 * 4;
-    const int64_t begin = (blockIdx.x % parts) * part;
-    const int64_t end = begin + part < count ? begin + part : count;
-    const float* xg = x + group * count;
-    float* yg = out + group * count;
-    const float* wg = weight + (group % num_groups) * per_group;
-    const float* bg = bias + (group % num_groups) * per_group;
-    const float K = xg[0];
-    const int64_t tile = (int64_t)blockDim.x * VEC * 4;  // values the block holds at once
-    float4 v[VEC];
-    float2 s = make_float2(0.0f, 0.0f);
-    for (int64_t t0 = begin; t0 < end; t0 += tile) {
+    const int count = (int)(per_group * spatial);
+    const float inv_spatial = 1.0f / (float)spatial;
+    // this block's part of a slice: values [begin, end), begin a multiple of 4
+    const int part = parts == 1 ? count : ((count + parts - 1) / parts + 3) / 4 * 4;
+    const int begin = min((int)(blockIdx.x % parts) * part, count), end = min(begin + part, count);
+    const int first4 = vec ? begin / 4 : 0, end4 = vec ? end / 4 : 0;  // its float4s (none without vec)
+    const int first = vec ? end : begin;  // its values taken one by one
+    for (int64_t g = blockIdx.x / parts; g < slices; g += gridDim.x / parts) {
+        const float* xg = x + g * count;
+        float* yg = out + g * count;
+        const float K = __ldg(xg);
+        // pass 1: the sums; __ldcg keeps the slice in L2 for pass 2
+        float2 s = make_float2(0.0f, 0.0f);
+        const float4* x4 = reinterpret_cast<const float4*>(xg);
+        int i = first4 + threadIdx.x;
+        for (; i + (UNROLL - 1) * THREADS < end4; i += UNROLL * THREADS) {
+            float4 v[UNROLL];
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {  // thread t holds float4 number k * blockDim.x + t: coalesced
-            v[k] = load4(xg, t0 + (k * blockDim.x + threadIdx.x) * 4, end, vec, K);  // past the end: K adds 0
-            const float a = v[k].x - K, b = v[k].y - K, c = v[k].z - K, d = v[k].w - K;
-            s.x += (a + b) + (c + d);
-            s.y += (a * a + b * b) + (c * c + d * d);
+            for (int u = 0; u < UNROLL; ++u) v[u] = __ldcg(x4 + i + u * THREADS);  // all loads first: in flight together
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) add4(s, v[u], K);
         }
-    }
-    s = block_sum2(s, smem);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) sums = s;
-    cluster.sync();  // every block's sums are published
-    if (threadIdx.x < 32) {  // warp 0: lane r reads block r's sums
-        s = threadIdx.x < parts ? *cluster.map_shared_rank(&sums, threadIdx.x) : make_float2(0.0f, 0.0f);
-        for (int o = 16; o > 0; o >>= 1) {
-            s.x += __shfl_xor_sync(0xffffffff, s.x, o);
-            s.y += __shfl_xor_sync(0xffffffff, s.y, o);
+        for (; i < end4; i += THREADS) add4(s, __ldcg(x4 + i), K);
+        for (int c = first + threadIdx.x; c < end; c += THREADS) {  // scalar path (no float4 layout)
+            const float a = xg[c] - K;
+            s.x += a;
+            s.y += a * a;
         }
-    }
-    cluster.barrier_arrive();  // done reading the others' sums (waited for before the block ends)
-#endif
-    if (threadIdx.x == 0) {
+        s = block_sum2(s, smem);
+        if (parts > 1) s = cluster_sum2(s, &sums, parts);
         const float mean_k = s.x / (float)count;
-        const float var = fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f);
-        mean_std = make_float2(K + mean_k, rsqrtf(var + eps));
-    }
-    __syncthreads();
-    const float mean = mean_std.x, inv_std = mean_std.y, inv_spatial = 1.0f / (float)spatial;
-    for (int64_t t0 = begin; t0 < end; t0 += tile) {
-        const bool in_registers = t0 + tile >= end;  // the last tile (usually the only one)
+        const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
+        const float* wg = weight + (g % num_groups) * per_group;
+        const float* bg = bias + (g % num_groups) * per_group;
+        // pass 2: read back (last use: __ldcs), normalize, write once (streaming stores)
+        float4* y4 = reinterpret_cast<float4*>(yg);
+        for (i = first4 + threadIdx.x; i + (UNROLL - 1) * THREADS < end4; i += UNROLL * THREADS) {
+            float4 v[UNROLL];
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-            const int64_t c = t0 + (k * blockDim.x + threadIdx.x) * 4;
-            if (c < end)  // offsets inside a group fit in 32 bits (the launcher checks)
-                write4(yg, in_registers ? v[k] : load4(xg, c, end, vec, K), (int)c, (int)end, (int)spatial,
-                       inv_spatial, vec, mean, inv_std, wg, bg);
+            for (int u = 0; u < UNROLL; ++u) v[u] = __ldcs(x4 + i + u * THREADS);
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+                __stcs(y4 + i + u * THREADS, norm4(v[u], 4 * (i + u * THREADS), spatial, inv_spatial, mean, inv_std, wg, bg));
         }
+        for (; i < end4; i += THREADS)
+            __stcs(y4 + i, norm4(__ldcs(x4 + i), 4 * i, spatial, inv_spatial, mean, inv_std, wg, bg));
+        for (int c = first + threadIdx.x; c < end; c += THREADS)
+            yg[c] = norm1(xg[c], c, spatial, inv_spatial, mean, inv_std, wg, bg);
     }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cluster.barrier_wait();  // this block's sums stay readable until every block of the cluster has read them
-#endif
 }
 
 extern "C" void kernel_forward(const float* x, const float* weight, const float* bias, float* out,
                                int64_t batch, int64_t channels, int64_t spatial, float eps, int64_t num_groups,
                                cudaStream_t stream) {
-    const int64_t count = channels / num_groups * spatial;
-    if (batch <= 0 || count <= 0 || count > INT32_MAX) return;  // a group of 2^31 values is 8 GB
-    static int clusters = -1;  // Hopper (sm_90) and later launch clusters
-    if (clusters < 0) {
+    const int64_t count = channels / num_groups * spatial, slices = batch * num_groups;
+    if (slices <= 0 || count <= 0 || count > INT32_MAX) return;  // a slice of 2^31 values is 8 GB
+    static int sms = 0, l2 = 0, clusters = 0;
+    if (!sms) {
         int device = 0;
         cudaGetDevice(&device);
-        cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device);
-        if (clusters && MAX_PARTS > 8)
-            cudaFuncSetAttribute(group_norm_parts, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
+        cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device);  // Hopper (sm_90) and later
     }
-    // blocks per group: enough that each part fits in the registers of THREADS threads, at most MAX_PARTS
-    int parts = (int)((count + THREADS * VEC * 4 - 1) / (THREADS * VEC * 4));
-    parts = !clusters ? 1 : (parts > MAX_PARTS ? MAX_PARTS : parts);
-    const int64_t part = ((count + parts - 1) / parts + 3) / 4 * 4;
-    // threads: enough that each holds at most VEC float4 of the part, a multiple of 32, from 32 to THREADS
-    int64_t threads = (part / 4 + VEC - 1) / VEC;
-    threads = (threads + 31) / 32 * 32;
-    threads = threads < 32 ? 32 : (threads > THREADS ? THREADS : threads);
     const bool vec = count % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 16 == 0;
+    // fewer slices than SMs (a batch of one): a cluster of up to 8 blocks a slice, each with a float4 a thread at least
+    int64_t parts = clusters && 2 * slices <= sms ? sms / slices : 1;
+    parts = parts > 8 ? 8 : parts;  // the largest portable cluster
+    while (parts > 1 && count < parts * THREADS * 4) --parts;
+    // slices in flight: two blocks an SM when their values fit in three quarters of L2, else one (a slice read
+    // back after others pushed it out of L2 comes from memory again)
+    const int per_sm = 2 * (int64_t)sms * count * 4 <= (int64_t)l2 * 3 / 4 ? 2 : 1;
     cudaLaunchConfig_t config = {};
-    config.gridDim = dim3((unsigned)(batch * num_groups * parts));
-    config.blockDim = dim3((unsigned)threads);
+    config.gridDim = dim3((unsigned)(parts > 1 ? slices * parts : (slices < sms * per_sm ? slices : sms * per_sm)));
+    config.blockDim = dim3(THREADS);
     config.stream = stream;
-    cudaLaunchAttribute cluster;  // the `parts` blocks of a group run at the same time and share memory
+    cudaLaunchAttribute cluster;  // the `parts` blocks of a slice run at the same time and share memory
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = (unsigned)parts;
     cluster.val.clusterDim.y = 1;
     cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
-    config.numAttrs = clusters ? 1 : 0;
-    cudaLaunchKernelEx(&config, group_norm_parts, x, weight, bias, out, channels, spatial, num_groups, eps, parts,
-                       vec);
+    config.numAttrs = parts > 1 ? 1 : 0;
+    cudaLaunchKernelEx(&config, group_norm_groups, x, weight, bias, out, slices, channels, (int)spatial,
+                       num_groups, eps, (int)parts, vec);
 }
