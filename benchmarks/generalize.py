@@ -290,8 +290,9 @@ def check(halves: list[str]) -> int:
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.differences import differences
-    from kforge_desktop.search.exemplars import best_exemplar, seed_exemplars
+    from kforge_desktop.search.exemplars import best_exemplar
     from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.search.setup import seed_kernels
 
     bad = 0
     with Evaluator(device="cpu", workers=1) as evaluator:
@@ -300,15 +301,15 @@ def check(halves: list[str]) -> int:
                 problem = load_problem(path)
                 scaffold = build_scaffold(problem)
                 shown = best_exemplar(scaffold, problem.source, memory=False)
-                seeds = seed_exemplars(scaffold, problem.source, memory=False)
+                seeds = seed_kernels(problem, scaffold, memory=False)
                 print(f"{half}/{problem.name}: shows {shown[0].name if shown else 'nothing'}", flush=True)
                 if half == "dev" and shown:  # the test half's prompts are not for reading
                     for line in differences(shown[0], scaffold, problem.source):
                         print(f"    differs: {line}")
-                for ex, code in seeds:
+                for directive, code, _note in seeds:
                     v = evaluator.evaluate(problem, scaffold.module_source(code))
                     bad += v.status != "ok"
-                    print(f"    seed {ex.name}: {v.summary()}", flush=True)
+                    print(f"    seed {directive.removeprefix('exemplar:')}: {v.summary()}", flush=True)
     return 1 if bad else 0
 
 

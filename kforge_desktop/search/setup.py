@@ -19,6 +19,7 @@ from ..store import SearchState, SessionStore
 from . import attention_seed, matmul_seed
 from .config import SearchConfig
 from .exemplars import epilogue_missing, seed_exemplars
+from .lowering import lower
 from .planner import Tally
 from .scaffold import Scaffold, ScaffoldError, build_scaffold
 
@@ -96,7 +97,8 @@ class LazyScaffold:
 def create_session(store: SessionStore, problem: Problem, config: SearchConfig, info: dict | None = None) -> int:
     """Add a problem to the session with its root node, its seed nodes and the search state.
 
-    Seeds (exemplars whose signature fits this problem exactly) are pending nodes of origin
+    Seeds (exemplars whose signature fits this problem exactly, else the reference lowered to loops:
+    ``seed_kernels``) are pending nodes of origin
     ``seed``; the engine evaluates them first. Returns the problem id."""
     language = config.kernel_language
     problem_id = store.add_problem(problem, device=config.device, language=language, info=info or {})
@@ -108,17 +110,10 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
         scaffold = try_scaffold(problem, language) if config.scaffold or config.seeds else None
         root_id = store.root(problem_id).id
         if scaffold is not None and config.seeds:
-            for exemplar, code in seed_exemplars(scaffold, problem.source, memory=config.memory):
-                left_out = epilogue_missing(exemplar, scaffold)
-                source_of = "remembered kernel" if exemplar.origin == "memory" else "exemplar"
-                note = f"{source_of} {exemplar.name}: {exemplar.about}"
-                if left_out:
-                    note += f" Leaves out {', '.join(left_out)}: its repair asks the model to add that."
-                store.add_node(
-                    problem_id, root_id, "seed", "seed", language, source=scaffold.module_source(code),
-                    kernel_source=code, directive=f"exemplar:{exemplar.name}",
-                    norm_code=normalize_code(code, language), note=note,
-                )
+            for directive, code, note in seed_kernels(problem, scaffold, memory=config.memory):
+                store.add_node(problem_id, root_id, "seed", "seed", language, source=scaffold.module_source(code),
+                               kernel_source=code, directive=directive, norm_code=normalize_code(code, language),
+                               note=note)
         if config.seeds and config.device.startswith("cuda"):
             _add_triton_exemplar_seeds(store, problem_id, root_id, problem)
         if config.seeds and config.compile_seed and config.device.startswith("cuda"):
@@ -129,7 +124,26 @@ def create_session(store: SessionStore, problem: Problem, config: SearchConfig, 
     return problem_id
 
 
+def seed_kernels(problem: Problem, scaffold: Scaffold, memory: bool = True) -> list[tuple[str, str, str]]:
+    """The kernels a search starts from, as (directive, kernel, note): the exemplars (and the remembered
+    kernel) that fit the problem, else the reference itself lowered to plain loops, where it can be."""
+    out = []
+    for exemplar, code in seed_exemplars(scaffold, problem.source, memory=memory):
+        left_out = epilogue_missing(exemplar, scaffold)
+        source_of = "remembered kernel" if exemplar.origin == "memory" else "exemplar"
+        note = f"{source_of} {exemplar.name}: {exemplar.about}"
+        if left_out:
+            note += f" Leaves out {', '.join(left_out)}: its repair asks the model to add that."
+        out.append((f"exemplar:{exemplar.name}", code, note))
+    lowered = lower(problem, scaffold) if not out else None
+    if lowered is not None:
+        out.append((LOWERED_SEED, lowered, "the reference lowered to plain loops (one pass per reduction): correct by "
+                    "construction, not fast; a working kernel for the model to edit where no exemplar fits"))
+    return out
+
+
 COMPILE_SEED = "torch.compile"  # the directive of the seed made of torch.compile's own code
+LOWERED_SEED = "lowered"  # the directive of the seed that is the reference lowered to loops (search/lowering.py)
 EVALUATION_KEY = "evaluation"  # session meta: where the search evaluates (--devices, --ray), for a resume
 
 

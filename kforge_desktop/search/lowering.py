@@ -1,0 +1,361 @@
+"""The reference lowered to plain loops: a correct seed where no exemplar fits.
+
+The default model edits a working kernel correctly about half the time and writes one from nothing
+correctly far less often, so a problem without a seed is close to a lottery. For references made of
+elementwise operations and reductions over the last dimension (a log-softmax, an L1/L2 normalisation, a
+logsumexp, a bias and an activation, a norm with or without weight), the operators the forward runs
+(traced with ``make_fx``, composite operators decomposed) map one to one to C: the lowering writes, per
+row, one loop per reduction and one loop for the outputs, in the scaffold's signature. It is correct by
+construction and not fast (every reduction re-reads the row); the search's edits make it fast.
+
+Anything else (a reduction over another dimension, a matrix product, an index gather, a mask built from
+shapes, a channels layout) is not lowered: ``lower`` returns None and the search goes on without it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ..problem.problem import Problem
+from .scaffold import Scaffold
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+# composite operators decomposed into the elementwise ones and reductions below
+_DECOMPOSE = ("_log_softmax", "_softmax", "gelu", "leaky_relu", "linalg_vector_norm", "native_layer_norm", "silu",
+              "softplus", "hardswish", "hardsigmoid", "elu", "logsumexp", "mish", "hardtanh", "logit", "log_sigmoid_forward",
+              "relu6", "celu", "selu", "glu", "var_mean", "var")
+
+# operators that only change how a tensor's values are viewed (the kind, from the shape, decides the indexing)
+_VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "broadcast_in_dim", "clone", "alias",
+          "detach", "_to_copy", "contiguous", "lift_fresh_copy", "convert_element_type"}
+
+_UNARY = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
+          "abs": "fabsf({})", "tanh": "tanhf({})", "erf": "erff({})", "log1p": "log1pf({})", "expm1": "expm1f({})",
+          "sin": "sinf({})", "cos": "cosf({})", "neg": "(-{})", "reciprocal": "(1.0f / {})",
+          "sigmoid": "(1.0f / (1.0f + expf(-{})))", "relu": "fmaxf({}, 0.0f)", "logical_not": "(!{})",
+          "sign": "(float)(({0} > 0.0f) - ({0} < 0.0f))", "floor": "floorf({})", "ceil": "ceilf({})"}
+_BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
+           "maximum": "fmaxf({}, {})", "minimum": "fminf({}, {})", "gt": "({} > {})", "lt": "({} < {})",
+           "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
+           "logical_and": "({} && {})", "logical_or": "({} || {})", "pow": "powf({}, {})", "atan2": "atan2f({}, {})"}
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "prod"}
+
+
+class Unsupported(Exception):
+    """The reference has an operator or a shape the lowering does not write."""
+
+
+def _literal(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v!r}f"
+
+
+@dataclass
+class _Rows:
+    """The row layout of the primary input: [rows, cols] with cols its last dimension."""
+
+    shape: tuple[int, ...]
+    rows: int = field(init=False)
+    cols: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cols = self.shape[-1] if self.shape else 1
+        self.rows = math.prod(self.shape[:-1]) if self.shape else 1
+
+    def kinds(self, shape: tuple[int, ...]) -> set[str]:
+        """What a tensor of this shape can be: full (one value per element), row (one per row: the last
+        dimension kept as 1, or dropped), col (one per column, the same in every row: right-aligned as
+        broadcasting aligns it) or scalar. A shape that is none of these cannot be indexed by (r, c)."""
+        shape, p = tuple(shape), self.shape
+        found = set()
+        if math.prod(shape) == 1:
+            found.add("scalar")
+        if shape == p:
+            found.add("full")
+        if shape and len(shape) <= len(p) and shape[-1] == self.cols and all(d == 1 for d in shape[:-1]):
+            found.add("col")
+        if (len(shape) == len(p) and shape[-1] == 1 and shape[:-1] == p[:-1]) or shape == p[:-1]:
+            found.add("row")
+        if not found:
+            raise Unsupported(f"a tensor of shape {list(shape)} against rows of {list(p)}")
+        return found
+
+    def kind(self, shape: tuple[int, ...], prefer: str | None = None) -> str:
+        """The one kind of this shape; where it could be two (a square layout), ``prefer``, else what
+        broadcasting makes of it (a vector of the last dimension's length is a column)."""
+        found = self.kinds(shape)
+        if len(found) == 1:
+            return found.pop()
+        for k in (prefer, "scalar", "full", "col", "row"):
+            if k in found:
+                return k
+        raise Unsupported("an ambiguous shape")
+
+
+def _graph(problem: Problem):
+    """The reference's forward as a graph of ATen operators (composites decomposed), its tensor inputs in
+    order (forward's tensors, then the parameters and buffers) and the module."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    mod = problem.load_module()
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    inputs = list(mod.get_inputs())
+    named = [(n, p) for n, p in list(model.named_parameters()) + list(model.named_buffers())]
+    slots = [i for i, v in enumerate(inputs) if isinstance(v, torch.Tensor)]
+
+    def forward(*tensors):
+        args = list(inputs)
+        for i, t in zip(slots, tensors[:len(slots)]):
+            args[i] = t
+        state = {n: t for (n, _), t in zip(named, tensors[len(slots):])}
+        return torch.func.functional_call(model, state, tuple(args))
+
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions([getattr(aten, op) for op in _DECOMPOSE if hasattr(aten, op)]))
+    with torch.no_grad():
+        graph = make_fx(forward, decomposition_table=table)(*[inputs[i] for i in slots], *[p for _, p in named])
+    return graph.graph, [inputs[i] for i in slots], named
+
+
+def _op(node) -> tuple[str, str]:
+    """(namespace, base name) of a call: ("aten", "add") for aten.add.Tensor."""
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    name = getattr(packet, "__name__", None) or str(target)
+    space = getattr(target, "namespace", "aten")
+    return space, name.split(".")[-1]
+
+
+def lower(problem: Problem, scaffold: Scaffold) -> str | None:
+    """The kernel text (the scaffold's entry point and what it calls) computing the reference with plain
+    loops, or None where the reference is not made of what this lowers."""
+    if scaffold.language not in ("cpp", "cuda") or scaffold.layout != "rows":
+        return None
+    try:
+        return _lower(problem, scaffold)
+    except Unsupported:
+        return None
+    except Exception:  # noqa: BLE001 - tracing a user's model can fail in many ways; the search goes on without
+        return None
+
+
+def _lower(problem: Problem, scaffold: Scaffold) -> str:
+    graph, tensors, named = _graph(problem)
+    inputs = [a for a in scaffold.args if a.role == "input"]
+    params = [a for a in scaffold.args if a.role == "param"]
+    outputs = [a for a in scaffold.args if a.role == "output"]
+    if len(inputs) != len(tensors) or len(params) != len(named):
+        raise Unsupported("the traced inputs do not match the signature")
+    layout = _Rows(tuple(tensors[0].shape))
+    names = [a.name for a in inputs] + [a.name for a in params]
+    scalars = {float(a.value): a.name for a in scaffold.args
+               if a.role == "scalar" and a.ctype == "float" and isinstance(a.value, (int, float))}
+    w = _Writer(layout, scalars)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for node, cname, t in zip(placeholders, names, tensors + [p for _, p in named]):
+        if t.dtype not in (torch.float32, torch.bool):
+            raise Unsupported(f"{cname} is {t.dtype}")
+        kind = layout.kind(tuple(t.shape))  # a 1-D vector of cols values is a column, as broadcasting reads it
+        index = {"full": "r * cols + c", "row": "r", "col": "c", "scalar": "0"}[kind]
+        w.define(node, kind, f"{cname}[{index}]")
+    for node in graph.nodes:
+        if node.op == "call_function":
+            w.call(node)
+        elif node.op == "output":
+            results = node.args[0] if isinstance(node.args[0], (tuple, list)) else [node.args[0]]
+            if len(results) != len(outputs):
+                raise Unsupported("the outputs do not match the signature")
+            for res, arg in zip(results, outputs):
+                if not isinstance(res, torch.fx.Node):
+                    raise Unsupported("an output that is not computed")
+                if w.kind[res] not in ("full", "row") or math.prod(scaffold.shapes[arg.name]) != (
+                        layout.rows * layout.cols if w.kind[res] == "full" else layout.rows):
+                    raise Unsupported("an output of another shape")
+                w.store(arg.name, res)
+    return w.kernel(scaffold)
+
+
+class _Writer:
+    """Statements of one row: reductions as loops in the order the graph computes them, then one loop for
+    the full-size outputs. Values are named after their node: ``v_<node>``."""
+
+    def __init__(self, layout: _Rows, scalars: dict[float, str] | None = None) -> None:
+        self.layout = layout
+        self.scalars = scalars or {}  # a scalar argument's value -> its name: the kernel reads the argument
+        self.kind: dict = {}
+        self.expr: dict = {}  # node -> C expression (inputs, literals) or the variable holding it
+        self.inner: dict = {}  # inner (full/col) node -> (its statement, the inner nodes it needs)
+        self.body: list[str] = []  # statements of a row
+        self.stores: list[tuple[str, object]] = []
+
+    def define(self, node, kind: str, expr: str) -> None:
+        self.kind[node], self.expr[node] = kind, expr
+
+    def value(self, a) -> tuple[str, str]:
+        """(C expression, kind) of an argument: a node or a plain number."""
+        if isinstance(a, torch.fx.Node):
+            if a not in self.kind:
+                raise Unsupported(f"{a.name} has no value")
+            return self.expr[a], self.kind[a]
+        if isinstance(a, (bool, int, float)):
+            name = self.scalars.get(float(a)) if not isinstance(a, bool) else None
+            return name or _literal(a), "scalar"
+        raise Unsupported(f"an argument {a!r}")
+
+    def call(self, node) -> None:
+        space, op = _op(node)
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise Unsupported(f"{op} does not give one tensor")
+        if val.dtype not in (torch.float32, torch.bool):
+            raise Unsupported(f"{op} gives {val.dtype}")
+        args = list(node.args)
+        if op in _VIEWS:
+            expr, src = self.value(args[0])
+            kind = self.layout.kind(tuple(val.shape), prefer=src)
+            if src in ("full", "col") and kind in ("row", "scalar") or src == "row" and kind == "col":
+                raise Unsupported("a view that mixes rows and columns")
+            self._result(node, kind, expr)
+            return
+        if op in _REDUCTIONS:
+            self._reduce(node, op, val, args)
+            return
+        if op in ("scalar_tensor", "full"):
+            self._result(node, "scalar", _literal(args[-1] if op == "full" else args[0]))
+            return
+        kind = self._combined(node, val)
+        vals = [self.value(a) for a in args if isinstance(a, (torch.fx.Node, bool, int, float))]
+        if op in _UNARY and vals:
+            expr = _UNARY[op].format(vals[0][0])
+        elif op in ("pow",) and len(args) == 2 and not isinstance(args[1], torch.fx.Node):
+            e = float(args[1])
+            base = vals[0][0]
+            expr = {2.0: f"({base} * {base})", 1.0: base, 0.5: f"sqrtf({base})", 3.0: f"({base} * {base} * {base})",
+                    -1.0: f"(1.0f / {base})"}.get(e, f"powf({base}, {_literal(e)})")
+        elif op in _BINARY and len(vals) >= 2:
+            expr = _BINARY[op].format(vals[0][0], vals[1][0])
+            alpha = node.kwargs.get("alpha")
+            if op in ("add", "sub") and alpha not in (None, 1):
+                expr = _BINARY[op].format(vals[0][0], f"{_literal(alpha)} * {vals[1][0]}")
+        elif op == "where" and len(vals) == 3:
+            expr = f"({vals[0][0]} ? {vals[1][0]} : {vals[2][0]})"
+        elif op in ("clamp", "clamp_min", "clamp_max", "hardtanh"):
+            lo = args[1] if len(args) > 1 and op != "clamp_max" else node.kwargs.get("min")
+            hi = (args[2] if len(args) > 2 else node.kwargs.get("max")) if op != "clamp_min" else None
+            if op == "clamp_max":
+                lo, hi = None, args[1]
+            expr = vals[0][0]
+            if lo is not None:
+                expr = f"fmaxf({expr}, {self.value(lo)[0]})"
+            if hi is not None:
+                expr = f"fminf({expr}, {self.value(hi)[0]})"
+        else:
+            raise Unsupported(f"the operator {space}.{op}")
+        self._result(node, kind, expr)
+
+    def _combined(self, node, val: torch.Tensor) -> str:
+        """The kind of an elementwise result, from its arguments' kinds (a row and a column make a full
+        tensor); a row broadcast against more than rows must keep its last dimension as 1, as
+        broadcasting reads it."""
+        kinds = {self.kind[a] for a in node.all_input_nodes if a in self.kind} - {"scalar"}
+        kind = "full" if "full" in kinds or {"row", "col"} <= kinds else (kinds.pop() if kinds else "scalar")
+        if kind not in self.layout.kinds(tuple(val.shape)) and not (kind == "scalar" and val.numel() == 1):
+            raise Unsupported(f"{node.name}: a {kind} value of shape {list(val.shape)}")
+        for a in node.all_input_nodes:
+            if self.kind.get(a) == "row" and kind == "full" and a.meta["val"].dim() != val.dim():
+                raise Unsupported(f"{a.name} broadcast along the rows")
+        return kind
+
+    def _result(self, node, kind: str, expr: str) -> None:
+        ctype = "bool" if node.meta["val"].dtype == torch.bool else "float"
+        var = f"v_{node.name}"
+        if kind in ("full", "col"):
+            needs = [a for a in node.all_input_nodes if self.kind.get(a) in ("full", "col")]
+            self.inner[node] = (f"const {ctype} {var} = {expr};", needs)
+        else:
+            self.body.append(f"const {ctype} {var} = {expr};")
+        self.define(node, kind, var)
+
+    def _inner_statements(self, nodes) -> list[str]:
+        """The statements of an inner loop that computes ``nodes``, each once, in the graph's order."""
+        seen: list = []
+
+        def visit(n) -> None:
+            if n in seen or n not in self.inner:
+                return
+            for d in self.inner[n][1]:
+                visit(d)
+            seen.append(n)
+
+        for n in nodes:
+            visit(n)
+        return [self.inner[n][0] for n in seen]
+
+    def _loop(self, statements: list[str]) -> list[str]:
+        return ["for (int64_t c = 0; c < cols; ++c) {", *[f"    {s}" for s in statements], "}"]
+
+    def _reduce(self, node, op: str, val: torch.Tensor, args: list) -> None:
+        src = args[0]
+        dims = args[1] if len(args) > 1 else None
+        if not isinstance(src, torch.fx.Node) or self.kind.get(src) not in ("full", "col"):
+            raise Unsupported(f"{op} of a value that is not one per element")
+        shape = tuple(src.meta["val"].shape)
+        dims = [dims] if isinstance(dims, int) else list(dims or [])
+        last = [d % len(shape) for d in dims] if shape else []
+        if [d for d in last if shape[d] != 1] != [len(shape) - 1] or "row" not in self.layout.kinds(tuple(val.shape)):
+            raise Unsupported(f"{op} over another dimension than the last")
+        var, x = f"v_{node.name}", self.expr[src]
+        pre = self._inner_statements([src])
+        if op == "var":  # prims.var(x, dims, correction): the mean first, then the squared deviations
+            correction = float(args[2]) if len(args) > 2 else float(node.kwargs.get("correction", 1) or 0)
+            self.body += [f"float {var}_mean = 0.0f;", *self._loop(pre + [f"{var}_mean += {x};"]),
+                          f"{var}_mean /= (float)cols;", f"float {var} = 0.0f;",
+                          *self._loop(pre + [f"{var} += ({x} - {var}_mean) * ({x} - {var}_mean);"]),
+                          f"{var} /= (float)cols - {_literal(correction)};"]
+        else:
+            start = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "(-INFINITY)", "amin": "INFINITY"}[op]
+            step = {"sum": f"{var} += {x};", "mean": f"{var} += {x};", "prod": f"{var} *= {x};",
+                    "amax": f"{var} = fmaxf({var}, {x});", "amin": f"{var} = fminf({var}, {x});"}[op]
+            self.body += [f"float {var} = {start};", *self._loop(pre + [step])]
+            if op == "mean":
+                self.body.append(f"{var} /= (float)cols;")
+        self.define(node, "row", var)
+
+    def store(self, out: str, node) -> None:
+        self.stores.append((out, node))
+
+    def kernel(self, scaffold: Scaffold) -> str:
+        full = [(o, n) for o, n in self.stores if self.kind[n] == "full"]
+        row = [(o, n) for o, n in self.stores if self.kind[n] == "row"]
+        body = list(self.body)
+        if full:
+            body += self._loop(self._inner_statements([n for _, n in full]) +
+                               [f"{o}[r * cols + c] = {self.expr[n]};" for o, n in full])
+        body += [f"{o}[r] = {self.expr[n]};" for o, n in row]
+        row_body = "\n".join(f"        {s}" for s in body)
+        head = ("// The reference lowered to plain loops: per row, one pass per reduction, then the outputs.\n"
+                "// Correct by construction, not fast: each reduction reads the row again.\n")
+        if scaffold.language == "cpp":
+            return (head + scaffold.signature() + " {\n"
+                    "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
+        params = ", ".join(a.decl for a in scaffold.args)
+        call = ", ".join(a.name for a in scaffold.args)
+        return (head + f"__global__ void lowered_rows({params}) {{\n"
+                "    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // one thread a row\n"
+                "    if (r < rows) {\n" + row_body + "\n    }\n}\n\n"
+                + scaffold.signature() + " {\n"
+                "    if (rows <= 0) return;\n"
+                f"    lowered_rows<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>({call});\n}}\n")

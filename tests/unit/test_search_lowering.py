@@ -1,0 +1,130 @@
+"""The reference lowered to plain loops: where no exemplar fits, the search starts from a kernel that is
+correct, built with the real compiler and compared with the reference on its own inputs."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from kforge_desktop.problem.problem import load_problem
+from kforge_desktop.search.lowering import lower
+from kforge_desktop.search.scaffold import build_scaffold
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+# (name, __init__ body, forward body, get_inputs, get_init_inputs)
+REFERENCES = {
+    "log_softmax": ("pass", "return torch.log_softmax(x, dim=-1)", "[torch.randn(16, 96)]", "[]"),
+    "logsumexp_rows": ("pass", "return torch.logsumexp(x, dim=-1)", "[torch.randn(8, 4, 50) * 3]", "[]"),
+    "l1_normalize_square": ("pass", "return F.normalize(x, p=1.0, dim=-1)", "[torch.randn(32, 32)]", "[]"),
+    "bias_leaky_scale": ("self.bias = nn.Parameter(torch.randn(64)); self.scale = scale",
+                         "return F.leaky_relu(x + self.bias, 0.1) * self.scale", "[torch.randn(10, 64)]", "[1.7]"),
+    "layer_norm_residual": ("self.norm = nn.LayerNorm(48)", "return self.norm(x + y)",
+                            "[torch.randn(6, 7, 48) + 2, torch.randn(6, 7, 48)]", "[]"),
+    "rms_norm_written_out": ("self.weight = nn.Parameter(1 + 0.1 * torch.randn(40)); self.eps = 1e-6",
+                             "return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight",
+                             "[torch.randn(12, 40)]", "[]"),
+    "gelu_tanh_and_row_max": ("pass", "return F.gelu(x, approximate='tanh') - x.amax(dim=-1, keepdim=True)",
+                              "[torch.randn(9, 33)]", "[]"),
+}
+
+
+def _problem(tmp_path: Path, name: str, init: str, forward: str, inputs: str, init_inputs: str):
+    args = "x, y" if re.search(r"\by\b", forward) else "x"
+    params = "scale" if "scale" in init else ""
+    src = HEADER + textwrap.dedent(f"""\
+        class Model(nn.Module):
+            def __init__(self{', ' + params if params else ''}):
+                super().__init__()
+                {init}
+
+            def forward(self, {args}):
+                {forward}
+
+
+        def get_inputs():
+            return {inputs}
+
+
+        def get_init_inputs():
+            return {init_inputs}
+        """)
+    path = tmp_path / f"{name}.py"
+    path.write_text(src)
+    return load_problem(path)
+
+
+def _run(problem, scaffold, kernel: str):
+    module = types.ModuleType(problem.name)
+    exec(compile(scaffold.module_source(kernel), problem.name, "exec"), module.__dict__)  # built for real
+    ref_mod = problem.load_module()
+    torch.manual_seed(5)
+    ref = ref_mod.Model(*ref_mod.get_init_inputs())
+    torch.manual_seed(5)
+    new = module.ModelNew(*ref_mod.get_init_inputs())
+    torch.manual_seed(6)
+    inputs = ref_mod.get_inputs()
+    return ref(*inputs), new(*inputs)
+
+
+@pytest.mark.parametrize("name", list(REFERENCES))
+def test_a_reference_without_an_exemplar_is_lowered_to_a_kernel_that_computes_it(name, tmp_path, build_cache):
+    problem = _problem(tmp_path, name, *REFERENCES[name])
+    scaffold = build_scaffold(problem)
+    kernel = lower(problem, scaffold)
+    assert kernel is not None, name
+    assert scaffold.signature() in kernel
+    want, got = _run(problem, scaffold, kernel)
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), f"{name}: max abs err {(got - want).abs().max():.3g}"
+    if name == "bias_leaky_scale":  # the scale is read from its argument, not baked in as 1.7
+        assert "* scale)" in kernel and "1.7f" not in kernel
+    if name == "l1_normalize_square":  # 32 x 32: the row sums are per row, not per column
+        assert "v_sum" in kernel
+
+
+def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
+    """A reduction over a middle dimension, a matrix product: no lowered kernel (None), no wrong one."""
+    middle = _problem(tmp_path, "mean_middle", "pass", "return x.mean(dim=1)", "[torch.randn(4, 8, 16)]", "[]")
+    matmul = _problem(tmp_path, "matmul", "self.w = nn.Parameter(torch.randn(16, 16))", "return x @ self.w",
+                      "[torch.randn(4, 16)]", "[]")
+    for problem in (middle, matmul):
+        assert lower(problem, build_scaffold(problem)) is None, problem.name
+
+
+def test_a_cuda_search_gets_the_lowering_as_a_kernel_and_its_launch():
+    problem = load_problem(ROOT / "benchmarks" / "problems_generalize" / "dev" / "log_softmax.py")
+    kernel = lower(problem, build_scaffold(problem, "cuda"))
+    assert kernel is not None
+    assert "__global__ void lowered_rows(" in kernel and "<<<" in kernel and "stream>>>" in kernel
+
+
+def test_a_session_without_a_fitting_exemplar_starts_from_the_lowered_reference(tmp_path, build_cache):
+    """The seeds a search starts from: the lowered reference where no exemplar fits (it verifies), and
+    only the exemplar where one does."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.search.config import SearchConfig
+    from kforge_desktop.search.setup import LOWERED_SEED, create_session
+    from kforge_desktop.store import SessionStore
+
+    store = SessionStore(tmp_path / "s.kforge")
+    config = SearchConfig(budget_candidates=1)
+    log_softmax = load_problem(ROOT / "benchmarks" / "problems_generalize" / "dev" / "log_softmax.py")
+    pid = create_session(store, log_softmax, config)
+    seeds = [n for n in store.nodes(pid) if n.origin == "seed"]
+    assert [n.directive for n in seeds] == [LOWERED_SEED]
+    fast = EvalOptions(compare_compile=False, trials=3, run_timeout_s=120)
+    with Evaluator("cpu", workers=1, options=fast, build_cache=build_cache) as ev:
+        verdict = ev.evaluate(log_softmax, store.node(seeds[0].id).source)
+    assert verdict.status == "ok", verdict.reason
+    rms = create_session(store, load_problem(ROOT / "resources" / "problems" / "rms_norm.py"), config)
+    assert [n.directive for n in store.nodes(rms) if n.origin == "seed"] == ["exemplar:rms_norm"]
+    store.close()
