@@ -249,29 +249,13 @@ def test_the_repair_of_a_wrong_kernel_names_what_the_model_computes_and_where_it
     model computes otherwise than the example (the log of the softmax), which the first prompt said."""
     import torch
 
-    from kforge_desktop.kernels.verdict import Verdict
     from kforge_desktop.kernels.verify import compare
-    from kforge_desktop.llm import prompts
-    from kforge_desktop.problem.problem import Problem
 
-    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-              "    def forward(self, logits):\n        return torch.log_softmax(logits, dim=-1)\n\n\n"
-              "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
-    store = SessionStore(tmp_path / "r.kforge")
-    pid = create_session(store, Problem(name="log_softmax", source=source, path=None),
-                         SearchConfig(budget_candidates=2))
     x = torch.randn(16, 64)
     wrong = compare(torch.softmax(x, -1), torch.log_softmax(x, -1))
     assert not wrong.ok and "; the first at [0, 0]: expected " in wrong.reason and "[0, 0..3] expected [" in wrong.reason
-    whole = store.add_node(pid, store.root(pid).id, "llm", "whole", "cpp", source="x",
-                           kernel_source='extern "C" void kernel_forward() {}\n')
-    store.record_verdict(whole, Verdict("incorrect", wrong.reason, max_abs_err=wrong.max_abs_err,
-                                        rel_l2_err=wrong.rel_l2_err), -1.0)
-    engine = SearchEngine(store, pid, generator=None, evaluator=None, config=SearchConfig(budget_candidates=2))
-    tree = engine._tree()
-    exp = engine.next_expansion(tree)
-    assert (exp.kind, exp.parent_id) == ("repair", whole)
-    user = prompts.render(engine.prompt(exp, tree))[1]
+    store = SessionStore(tmp_path / "r.kforge")
+    user = _repair_prompt_of_a_wrong_log_softmax(store, wrong)
     assert "the first at [0, 0]: expected" in user
     assert "What this model computes" in user and "the log of the softmax" in user
     store.close()
@@ -284,14 +268,8 @@ def test_a_kernel_that_wrote_one_value_per_row_is_told_so_in_its_repair(tmp_path
     A wrong value the kernel did write is not called unwritten."""
     import torch
 
-    from kforge_desktop.kernels.verdict import Verdict
     from kforge_desktop.kernels.verify import compare, poisoned_cpu_allocations
-    from kforge_desktop.llm import prompts
-    from kforge_desktop.problem.problem import Problem
 
-    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-              "    def forward(self, logits):\n        return torch.log_softmax(logits, dim=-1)\n\n\n"
-              "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
     x = torch.randn(16, 64)
     with poisoned_cpu_allocations():
         out = torch.empty(16, 64)  # as the scaffold's module allocates its output
@@ -302,7 +280,22 @@ def test_a_kernel_that_wrote_one_value_per_row_is_told_so_in_its_repair(tmp_path
     assert "never assigned" not in compare(torch.softmax(x, -1), torch.log_softmax(x, -1)).reason
 
     store = SessionStore(tmp_path / "w.kforge")
-    pid = create_session(store, Problem(name="log_softmax", source=source, path=None),
+    assert "the kernel wrote 1 of the 64 values of each row" in _repair_prompt_of_a_wrong_log_softmax(store, wrong)
+    store.close()
+
+
+LOG_SOFTMAX = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+               "    def forward(self, logits):\n        return torch.log_softmax(logits, dim=-1)\n\n\n"
+               "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+
+
+def _repair_prompt_of_a_wrong_log_softmax(store, wrong) -> str:
+    """The user prompt of the repair the search asks next, of a whole log-softmax kernel judged ``wrong``."""
+    from kforge_desktop.kernels.verdict import Verdict
+    from kforge_desktop.llm import prompts
+    from kforge_desktop.problem.problem import Problem
+
+    pid = create_session(store, Problem(name="log_softmax", source=LOG_SOFTMAX, path=None),
                          SearchConfig(budget_candidates=2))
     whole = store.add_node(pid, store.root(pid).id, "llm", "whole", "cpp", source="x",
                            kernel_source='extern "C" void kernel_forward() {}\n')
@@ -312,5 +305,4 @@ def test_a_kernel_that_wrote_one_value_per_row_is_told_so_in_its_repair(tmp_path
     tree = engine._tree()
     exp = engine.next_expansion(tree)
     assert (exp.kind, exp.parent_id) == ("repair", whole)
-    assert "the kernel wrote 1 of the 64 values of each row" in prompts.render(engine.prompt(exp, tree))[1]
-    store.close()
+    return prompts.render(engine.prompt(exp, tree))[1]
