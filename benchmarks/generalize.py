@@ -219,6 +219,17 @@ def summarize(rows: list[dict], half: str) -> dict:
     }
 
 
+def _by_kind(rows: list[dict]) -> dict[str, dict]:
+    """LLM candidates and the correct self-made ones per request kind (whole, edit, repair), over ``rows``."""
+    kinds: dict[str, dict] = {}
+    for r in rows:
+        for kind, k in (r.get("by_kind") or {}).items():
+            t = kinds.setdefault(kind, {"n": 0, "correct": 0})
+            t["n"] += k.get("n", 0)
+            t["correct"] += k.get("self_made", 0)
+    return kinds
+
+
 def report(rows: list[dict]) -> str:
     if not rows:
         return "(no results yet)"
@@ -248,6 +259,9 @@ def report(rows: list[dict]) -> str:
         out.append(f"| **all** | | {share(s['correct'], s['n'])} | {share(s['different'], s['n'])} | | | "
                    f"{s['gain_problems']}/{len(s['problems'])} problems >= 1.1x | | "
                    f"{_failures(_sum_counts(p['failures'] for p in s['problems']))} |")
+        kinds = _by_kind([r for r in rows if r["half"] == half])
+        out.append("\nCorrect self-made, by what was asked: " + "; ".join(
+            f"{kind} {share(k['correct'], k['n'])}" for kind, k in sorted(kinds.items())) + ".")
         out.append("")
     test = summarize(rows, "test")
     if test["problems"]:
