@@ -5,11 +5,13 @@ correctly far less often, so a problem without a seed is close to a lottery. For
 elementwise operations and reductions over the last dimension (a log-softmax, an L1/L2 normalisation, a
 logsumexp, a bias and an activation, a norm with or without weight), the operators the forward runs
 (traced with ``make_fx``, composite operators decomposed) map one to one to C: the lowering writes, per
-row, one loop per reduction and one loop for the outputs, in the scaffold's signature. It is correct by
+row, one loop per reduction and one loop for the outputs, in the scaffold's signature. A reduction over a
+middle dimension (a mean over the channels of [batch, channels, length]) is the same with rows of values
+``inner`` apart. It is correct by
 construction and not fast (every reduction re-reads the row); the search's edits make it fast.
 
-Anything else (a reduction over another dimension, a matrix product, an index gather, a mask built from
-shapes, a channels layout) is not lowered: ``lower`` returns None and the search goes on without it.
+Anything else (reductions over two dimensions or two different ones, a matrix product, an index gather, a
+mask built from shapes, a channels layout) is not lowered: ``lower`` returns None and the search goes on without it.
 """
 
 from __future__ import annotations
@@ -63,29 +65,60 @@ def _literal(v) -> str:
 
 @dataclass
 class _Rows:
-    """The row layout of the primary input: [rows, cols] with cols its last dimension."""
+    """The primary input as rows reduced along one dimension ``dim`` (the last by default): ``rows``
+    positions, each combining ``cols`` values. Along the last dimension those are the scaffold's ``rows``
+    and ``cols``; along a middle one (a mean over dim 1 of [8, 32, 64]) row r is (o, i) with o the index
+    before the dimension and i the index after it, and the constants ``lrows``, ``lcols`` and ``linner``
+    are written into the kernel."""
 
     shape: tuple[int, ...]
+    dim: int = -1
     rows: int = field(init=False)
     cols: int = field(init=False)
+    inner: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.cols = self.shape[-1] if self.shape else 1
-        self.rows = math.prod(self.shape[:-1]) if self.shape else 1
+        k = self.dim % len(self.shape) if self.shape else 0
+        self.dim = k
+        self.cols = self.shape[k] if self.shape else 1
+        self.inner = math.prod(self.shape[k + 1:]) if self.shape else 1
+        self.rows = math.prod(self.shape) // max(self.cols, 1) if self.shape else 1
+
+    @property
+    def last(self) -> bool:
+        return self.inner == 1 and (not self.shape or self.dim == len(self.shape) - 1)
+
+    @property
+    def rows_name(self) -> str:
+        return "rows" if self.last else "lrows"
+
+    @property
+    def cols_name(self) -> str:
+        return "cols" if self.last else "lcols"
+
+    def constants(self) -> str:
+        return "" if self.last else (f"constexpr int64_t lrows = {self.rows}, lcols = {self.cols}, "
+                                     f"linner = {self.inner};  // rows (before x after dim {self.dim}), its length, "
+                                     "values after it\n")
+
+    def index(self, kind: str) -> str:
+        if kind == "full":
+            return "r * cols + c" if self.last else "(r / linner * lcols + c) * linner + r % linner"
+        return {"row": "r", "col": "c", "scalar": "0"}[kind]
 
     def kinds(self, shape: tuple[int, ...]) -> set[str]:
         """What a tensor of this shape can be: full (one value per element), row (one per row: the last
         dimension kept as 1, or dropped), col (one per column, the same in every row: right-aligned as
         broadcasting aligns it) or scalar. A shape that is none of these cannot be indexed by (r, c)."""
-        shape, p = tuple(shape), self.shape
+        shape, p, k = tuple(shape), self.shape, self.dim
         found = set()
         if math.prod(shape) == 1:
             found.add("scalar")
         if shape == p:
             found.add("full")
-        if shape and len(shape) <= len(p) and shape[-1] == self.cols and all(d == 1 for d in shape[:-1]):
+        if self.last and shape and len(shape) <= len(p) and shape[-1] == self.cols and all(d == 1 for d in shape[:-1]):
             found.add("col")
-        if (len(shape) == len(p) and shape[-1] == 1 and shape[:-1] == p[:-1]) or shape == p[:-1]:
+        if shape == p[:k] + (1,) + p[k + 1:] or shape == p[:k] + p[k + 1:]:
             found.add("row")
         if not found:
             raise Unsupported(f"a tensor of shape {list(shape)} against rows of {list(p)}")
@@ -154,12 +187,35 @@ def lower(problem: Problem, scaffold: Scaffold) -> str | None:
 
 def _lower(problem: Problem, scaffold: Scaffold) -> str:
     graph, tensors, named = _graph(problem)
+    dims = _reduced_dims(graph, tuple(tensors[0].shape))
+    if len(dims) > 1:
+        raise Unsupported("reductions over different dimensions")
+    return _write(graph, tensors, named, scaffold, dims.pop() if dims else -1)
+
+
+def _reduced_dims(graph, primary: tuple[int, ...]) -> set[int]:
+    """The dimensions of the primary input's shape that the graph's reductions run over (one each)."""
+    found = set()
+    for node in graph.nodes:
+        if node.op != "call_function" or _op(node)[1] not in _REDUCTIONS or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        shape = tuple(node.args[0].meta["val"].shape)
+        dims = node.args[1] if len(node.args) > 1 else []
+        dims = [dims] if isinstance(dims, int) else list(dims or [])
+        real = [d % len(shape) for d in dims if shape and shape[d % len(shape)] != 1]
+        if shape != primary or len(real) != 1:
+            raise Unsupported("a reduction of another shape, or over several dimensions")
+        found.add(real[0])
+    return found
+
+
+def _write(graph, tensors: list, named: list, scaffold: Scaffold, dim: int) -> str:
     inputs = [a for a in scaffold.args if a.role == "input"]
     params = [a for a in scaffold.args if a.role == "param"]
     outputs = [a for a in scaffold.args if a.role == "output"]
     if len(inputs) != len(tensors) or len(params) != len(named):
         raise Unsupported("the traced inputs do not match the signature")
-    layout = _Rows(tuple(tensors[0].shape))
+    layout = _Rows(tuple(tensors[0].shape), dim)
     names = [a.name for a in inputs] + [a.name for a in params]
     scalars = {float(a.value): a.name for a in scaffold.args
                if a.role == "scalar" and a.ctype == "float" and isinstance(a.value, (int, float))}
@@ -169,8 +225,7 @@ def _lower(problem: Problem, scaffold: Scaffold) -> str:
         if t.dtype not in (torch.float32, torch.bool):
             raise Unsupported(f"{cname} is {t.dtype}")
         kind = layout.kind(tuple(t.shape))  # a 1-D vector of cols values is a column, as broadcasting reads it
-        index = {"full": "r * cols + c", "row": "r", "col": "c", "scalar": "0"}[kind]
-        w.define(node, kind, f"{cname}[{index}]")
+        w.define(node, kind, f"{cname}[{layout.index(kind)}]")
     for node in graph.nodes:
         if node.op == "call_function":
             w.call(node)
@@ -305,7 +360,8 @@ class _Writer:
         return [self.inner[n][0] for n in seen]
 
     def _loop(self, statements: list[str]) -> list[str]:
-        return ["for (int64_t c = 0; c < cols; ++c) {", *[f"    {s}" for s in statements], "}"]
+        n = self.layout.cols_name
+        return [f"for (int64_t c = 0; c < {n}; ++c) {{", *[f"    {s}" for s in statements], "}"]
 
     def _reduce(self, node, op: str, val: torch.Tensor, args: list) -> None:
         src = args[0]
@@ -314,24 +370,24 @@ class _Writer:
             raise Unsupported(f"{op} of a value that is not one per element")
         shape = tuple(src.meta["val"].shape)
         dims = [dims] if isinstance(dims, int) else list(dims or [])
-        last = [d % len(shape) for d in dims] if shape else []
-        if [d for d in last if shape[d] != 1] != [len(shape) - 1] or "row" not in self.layout.kinds(tuple(val.shape)):
-            raise Unsupported(f"{op} over another dimension than the last")
+        reduced = [d % len(shape) for d in dims] if shape else []
+        if [d for d in reduced if shape[d] != 1] != [self.layout.dim] or "row" not in self.layout.kinds(tuple(val.shape)):
+            raise Unsupported(f"{op} over another dimension than the layout's")
         var, x = f"v_{node.name}", self.expr[src]
         pre = self._inner_statements([src])
         if op == "var":  # prims.var(x, dims, correction): the mean first, then the squared deviations
             correction = float(args[2]) if len(args) > 2 else float(node.kwargs.get("correction", 1) or 0)
             self.body += [f"float {var}_mean = 0.0f;", *self._loop(pre + [f"{var}_mean += {x};"]),
-                          f"{var}_mean /= (float)cols;", f"float {var} = 0.0f;",
+                          f"{var}_mean /= (float){self.layout.cols_name};", f"float {var} = 0.0f;",
                           *self._loop(pre + [f"{var} += ({x} - {var}_mean) * ({x} - {var}_mean);"]),
-                          f"{var} /= (float)cols - {_literal(correction)};"]
+                          f"{var} /= (float){self.layout.cols_name} - {_literal(correction)};"]
         else:
             start = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "(-INFINITY)", "amin": "INFINITY"}[op]
             step = {"sum": f"{var} += {x};", "mean": f"{var} += {x};", "prod": f"{var} *= {x};",
                     "amax": f"{var} = fmaxf({var}, {x});", "amin": f"{var} = fminf({var}, {x});"}[op]
             self.body += [f"float {var} = {start};", *self._loop(pre + [step])]
             if op == "mean":
-                self.body.append(f"{var} /= (float)cols;")
+                self.body.append(f"{var} /= (float){self.layout.cols_name};")
         self.define(node, "row", var)
 
     def store(self, out: str, node) -> None:
@@ -343,19 +399,20 @@ class _Writer:
         body = list(self.body)
         if full:
             body += self._loop(self._inner_statements([n for _, n in full]) +
-                               [f"{o}[r * cols + c] = {self.expr[n]};" for o, n in full])
+                               [f"{o}[{self.layout.index('full')}] = {self.expr[n]};" for o, n in full])
         body += [f"{o}[r] = {self.expr[n]};" for o, n in row]
         row_body = "\n".join(f"        {s}" for s in body)
         head = ("// The reference lowered to plain loops: per row, one pass per reduction, then the outputs.\n"
-                "// Correct by construction, not fast: each reduction reads the row again.\n")
+                "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
+        rows = self.layout.rows_name
         if scaffold.language == "cpp":
             return (head + scaffold.signature() + " {\n"
-                    "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
+                    f"    for (int64_t r = 0; r < {rows}; ++r) {{\n" + row_body + "\n    }\n}\n")
         params = ", ".join(a.decl for a in scaffold.args)
         call = ", ".join(a.name for a in scaffold.args)
         return (head + f"__global__ void lowered_rows({params}) {{\n"
                 "    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // one thread a row\n"
-                "    if (r < rows) {\n" + row_body + "\n    }\n}\n\n"
+                f"    if (r < {rows}) {{\n" + row_body + "\n    }\n}\n\n"
                 + scaffold.signature() + " {\n"
-                "    if (rows <= 0) return;\n"
-                f"    lowered_rows<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
+                f"    if ({rows} <= 0) return;\n"
+                f"    lowered_rows<<<(unsigned)(({rows} + 127) / 128), 128, 0, stream>>>({call});\n}}\n")

@@ -31,6 +31,9 @@ REFERENCES = {
     "rms_norm_written_out": ("self.weight = nn.Parameter(1 + 0.1 * torch.randn(40)); self.eps = 1e-6",
                              "return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight",
                              "[torch.randn(12, 40)]", "[]"),
+    "mean_over_middle_dim": ("pass", "return x.mean(dim=1)", "[torch.randn(4, 8, 16)]", "[]"),
+    "centred_over_channels": ("pass", "return torch.relu(x - x.mean(dim=1, keepdim=True)) * 2.0",
+                              "[torch.randn(3, 5, 7, 2)]", "[]"),
     "gelu_tanh_and_row_max": ("pass", "return F.gelu(x, approximate='tanh') - x.amax(dim=-1, keepdim=True)",
                               "[torch.randn(9, 33)]", "[]"),
 }
@@ -91,8 +94,8 @@ def test_a_reference_without_an_exemplar_is_lowered_to_a_kernel_that_computes_it
 
 
 def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
-    """A reduction over a middle dimension, a matrix product: no lowered kernel (None), no wrong one."""
-    middle = _problem(tmp_path, "mean_middle", "pass", "return x.mean(dim=1)", "[torch.randn(4, 8, 16)]", "[]")
+    """A reduction over two dimensions, a matrix product: no lowered kernel (None), no wrong one."""
+    middle = _problem(tmp_path, "sum_two_dims", "pass", "return x.sum(dim=(1, 2))", "[torch.randn(4, 8, 16)]", "[]")
     matmul = _problem(tmp_path, "matmul", "self.w = nn.Parameter(torch.randn(16, 16))", "return x @ self.w",
                       "[torch.randn(4, 16)]", "[]")
     for problem in (middle, matmul):
