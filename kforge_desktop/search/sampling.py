@@ -23,10 +23,11 @@ from ..store.records import NodeRecord
 from . import answers
 from .config import SearchConfig
 from .directives import CORRECT_FIRST, choose_directive
-from .exemplars import best_exemplar, collapse_helpers, seed_exemplars
+from .exemplars import best_exemplar, collapse_helpers
 from .planner import edit_expansion, kernel_functions
 from .prompting import device_lines, prefill, with_differences
 from .scaffold import ScaffoldError, build_scaffold
+from .setup import seed_kernels
 
 KINDS = ("whole", "edit")
 
@@ -73,12 +74,12 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
     if sc is not None:
         common = dict(language=target, problem_source=problem.source, device=device, signature=sc.signature(),
                       arguments=sc.describe_args())
-        seeds = seed_exemplars(sc, problem.source) if exemplars else []
-        seed_norms = {answers.example_norm(code, target) for _, code in seeds}  # an answer that repeats a seed
+        seeds = seed_kernels(problem, sc) if exemplars else []  # the search's seeds: exemplars, else the lowering
+        seed_norms = {answers.example_norm(code, target) for _, code, _ in seeds}  # an answer that repeats a seed
         if kind == "edit":
             if not seeds:
-                raise SampleError("no exemplar fits this problem exactly, so a search places no seed to edit; "
-                                 "sample whole kernels instead")
+                raise SampleError("no exemplar fits this problem exactly and it cannot be lowered to loops, so a "
+                                  "search places no seed to edit; sample whole kernels instead")
             parent = _node(seeds[0][1], target, "seed")
             functions = kernel_functions(parent.kernel_source, target)
             ctx = prompts.PromptContext(kind="edit", parent_code=collapse_helpers(parent.kernel_source, target),

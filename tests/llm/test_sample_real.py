@@ -40,6 +40,15 @@ def test_an_edit_of_a_problem_no_exemplar_fits_says_to_sample_whole_kernels(tmp_
     assert "no exemplar fits this problem" in run.stderr and "sample whole kernels" in run.stderr
 
 
+def test_an_edit_of_a_problem_no_exemplar_fits_edits_the_reference_lowered_to_loops(tmp_path, test_model_path):
+    """A log-softmax has no exemplar seed but lowers to loops: a search edits that seed, and so does the sample."""
+    problem = REPO / "benchmarks" / "problems_generalize" / "dev" / "log_softmax.py"
+    run = _sample(problem, tmp_path / "lowered", test_model_path, "--target", "cpp", "--kind", "edit", "--n", "1")
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"^\[1/1\] \w+", run.stderr, re.M), run.stderr
+    assert len(list((tmp_path / "lowered").glob("candidate_000.*"))) == 1
+
+
 def test_a_whole_kernel_is_asked_with_the_nearest_example_and_what_differs(test_model_path):
     """A log-softmax gets the row softmax example and the search's sentence on what differs (the log):
     exactly the request the search's first whole kernel makes."""
