@@ -152,8 +152,12 @@ def summary_table(store, problem_id: int, reason: str) -> str:
 def chosen_sentence(chosen, rows) -> str:
     """The closing line a newcomer reads first: which kernel won, by how much, and who wrote it."""
     v = chosen.verdict
+    from ..search.setup import LOWERED_SEED
+
     who = {"seed": "a bundled starting kernel (the model did not write it)", "llm": "written by the model",
            "user": "your hand-edited kernel"}.get(chosen.origin, chosen.origin)
+    if chosen.origin == "seed" and chosen.directive == LOWERED_SEED:
+        who = "the reference lowered to plain loops (the model did not write it)"
     head = f"node #{chosen.id}{' (pinned)' if chosen.pinned else ''}, {who}"
     if v is None or v.speedup is None:
         return head

@@ -128,6 +128,11 @@ def test_a_session_without_a_fitting_exemplar_starts_from_the_lowered_reference(
     with Evaluator("cpu", workers=1, options=fast, build_cache=build_cache) as ev:
         verdict = ev.evaluate(log_softmax, store.node(seeds[0].id).source)
     assert verdict.status == "ok", verdict.reason
+    store.record_verdict(seeds[0].id, verdict)
+    # what the user reads when that seed is the chosen kernel: who wrote it
+    from kforge_desktop.cli.session_view import chosen_sentence
+    line = chosen_sentence(store.node(seeds[0].id), [])
+    assert "the reference lowered to plain loops (the model did not write it)" in line
     rms = create_session(store, load_problem(ROOT / "resources" / "problems" / "rms_norm.py"), config)
     assert [n.directive for n in store.nodes(rms) if n.origin == "seed"] == ["exemplar:rms_norm"]
     store.close()
