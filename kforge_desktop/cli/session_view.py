@@ -151,9 +151,9 @@ def summary_table(store, problem_id: int, reason: str) -> str:
 
 def chosen_sentence(chosen, rows) -> str:
     """The closing line a newcomer reads first: which kernel won, by how much, and who wrote it."""
-    v = chosen.verdict
-    from ..search.setup import LOWERED_SEED
+    from ..search.setup import LOWERED_SEED  # here, not at import: it loads torch
 
+    v = chosen.verdict
     who = {"seed": "a bundled starting kernel (the model did not write it)", "llm": "written by the model",
            "user": "your hand-edited kernel"}.get(chosen.origin, chosen.origin)
     if chosen.origin == "seed" and chosen.directive == LOWERED_SEED:

@@ -2,16 +2,17 @@
 
 The default model edits a working kernel correctly about half the time and writes one from nothing
 correctly far less often, so a problem without a seed is close to a lottery. For references made of
-elementwise operations and reductions over the last dimension (a log-softmax, an L1/L2 normalisation, a
-logsumexp, a bias and an activation, a norm with or without weight), the operators the forward runs
-(traced with ``make_fx``, composite operators decomposed) map one to one to C: the lowering writes, per
-row, one loop per reduction and one loop for the outputs, in the scaffold's signature. A reduction over a
-middle dimension (a mean over the channels of [batch, channels, length]) is the same with rows of values
-``inner`` apart. It is correct by
-construction and not fast (every reduction re-reads the row); the search's edits make it fast.
+elementwise operations and reductions over one dimension (a log-softmax, an L1/L2 normalisation, a
+logsumexp, a bias and an activation, a norm with or without weight, a mean over the channels), the
+operators the forward runs (traced with ``make_fx``, composite operators decomposed) map one to one to C:
+the lowering writes, per row, one loop per reduction and one loop for the outputs, in the scaffold's
+signature. Along a middle dimension the rows are (before, after) index pairs whose values lie ``inner``
+apart. It is correct by construction and not fast (every reduction re-reads the row); the search's edits
+make it fast.
 
 Anything else (reductions over two dimensions or two different ones, a matrix product, an index gather, a
-mask built from shapes, a channels layout) is not lowered: ``lower`` returns None and the search goes on without it.
+mask built from shapes, a channels layout) is not lowered: ``lower`` returns None and the search goes on
+without it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from ..problem.problem import Problem
 from .scaffold import Scaffold
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 # composite operators decomposed into the elementwise ones and reductions below
 _DECOMPOSE = ("_log_softmax", "_softmax", "gelu", "leaky_relu", "linalg_vector_norm", "native_layer_norm", "silu",
@@ -137,8 +137,8 @@ class _Rows:
 
 
 def _graph(problem: Problem):
-    """The reference's forward as a graph of ATen operators (composites decomposed), its tensor inputs in
-    order (forward's tensors, then the parameters and buffers) and the module."""
+    """The reference's forward as a graph of ATen operators (composites decomposed), the forward's tensor
+    inputs in order, and the module's (name, tensor) parameters and buffers (the graph's later inputs)."""
     from torch._decomp import core_aten_decompositions, get_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -179,9 +179,7 @@ def lower(problem: Problem, scaffold: Scaffold) -> str | None:
         return None
     try:
         return _lower(problem, scaffold)
-    except Unsupported:
-        return None
-    except Exception:  # noqa: BLE001 - tracing a user's model can fail in many ways; the search goes on without
+    except Exception:  # noqa: BLE001 - Unsupported, or tracing a user's model failed: the search goes on without
         return None
 
 
@@ -295,7 +293,7 @@ class _Writer:
         vals = [self.value(a) for a in args if isinstance(a, (torch.fx.Node, bool, int, float))]
         if op in _UNARY and vals:
             expr = _UNARY[op].format(vals[0][0])
-        elif op in ("pow",) and len(args) == 2 and not isinstance(args[1], torch.fx.Node):
+        elif op == "pow" and len(args) == 2 and not isinstance(args[1], torch.fx.Node):
             e = float(args[1])
             base = vals[0][0]
             expr = {2.0: f"({base} * {base})", 1.0: base, 0.5: f"sqrtf({base})", 3.0: f"({base} * {base} * {base})",
