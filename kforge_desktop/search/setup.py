@@ -137,8 +137,9 @@ def seed_kernels(problem: Problem, scaffold: Scaffold, memory: bool = True) -> l
         out.append((f"exemplar:{exemplar.name}", code, note))
     lowered = lower(problem, scaffold) if not out else None
     if lowered is not None:
-        out.append((LOWERED_SEED, lowered, "the reference lowered to plain loops (one pass per reduction): correct by "
-                    "construction, not fast; a working kernel for the model to edit where no exemplar fits"))
+        out.append((LOWERED_SEED, lowered, "the reference lowered to plain loops (a pass per reduction, a loop per "
+                    "pooling window): correct by construction, not fast; a working kernel for the model to edit where "
+                    "no exemplar fits"))
     return out
 
 

@@ -36,6 +36,16 @@ REFERENCES = {
                               "[torch.randn(3, 5, 7, 2)]", "[]"),
     "gelu_tanh_and_row_max": ("pass", "return F.gelu(x, approximate='tanh') - x.amax(dim=-1, keepdim=True)",
                               "[torch.randn(9, 33)]", "[]"),
+    # poolings: one loop over the window per output value, padding, ceil mode and dilation as torch has them
+    "max_pool1d_overlap": ("self.pool = nn.MaxPool1d(3, stride=2, padding=1)", "return self.pool(x)",
+                           "[torch.randn(4, 6, 37)]", "[]"),
+    "avg_pool1d_ceil_no_pad": ("pass", "return F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)",
+                               "[torch.randn(3, 5, 20)]", "[]"),
+    "avg_pool1d_padding_counted": ("pass", "return F.avg_pool1d(x, 4, 3, 2)", "[torch.randn(3, 5, 21)]", "[]"),
+    "max_pool2d_dilated": ("pass", "return F.max_pool2d(x, 3, stride=2, padding=1, dilation=2)",
+                           "[torch.randn(2, 3, 11, 13)]", "[]"),
+    "avg_pool2d_divisor": ("pass", "return F.avg_pool2d(x, 3, stride=1, padding=1, divisor_override=5)",
+                           "[torch.randn(2, 3, 9, 8)]", "[]"),
 }
 
 
@@ -94,11 +104,14 @@ def test_a_reference_without_an_exemplar_is_lowered_to_a_kernel_that_computes_it
 
 
 def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
-    """A reduction over two dimensions, a matrix product: no lowered kernel (None), no wrong one."""
+    """A reduction over two dimensions, a matrix product, a pooling with an operator after it: no lowered
+    kernel (None), no wrong one."""
     middle = _problem(tmp_path, "sum_two_dims", "pass", "return x.sum(dim=(1, 2))", "[torch.randn(4, 8, 16)]", "[]")
     matmul = _problem(tmp_path, "matmul", "self.w = nn.Parameter(torch.randn(16, 16))", "return x @ self.w",
                       "[torch.randn(4, 16)]", "[]")
-    for problem in (middle, matmul):
+    pool_relu = _problem(tmp_path, "pool_relu", "pass", "return torch.relu(F.max_pool1d(x, 2))",
+                         "[torch.randn(4, 8, 16)]", "[]")
+    for problem in (middle, matmul, pool_relu):
         assert lower(problem, build_scaffold(problem)) is None, problem.name
 
 

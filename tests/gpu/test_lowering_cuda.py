@@ -1,0 +1,57 @@
+"""The reference lowered to plain loops, in CUDA (one thread a row; a thread an output value for a
+pooling): built with nvcc and verified on the GPU like any seed, on every reference the CPU test lowers
+and on the dev problems of the generalization benchmark that it reaches."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[2]
+DEV = REPO / "benchmarks" / "problems_generalize" / "dev"
+
+
+def _cpu_test():
+    """tests/unit/test_search_lowering.py: its references and how it writes them as problems."""
+    path = REPO / "tests" / "unit" / "test_search_lowering.py"
+    spec = importlib.util.spec_from_file_location("lowering_references", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+CPU = _cpu_test()
+
+
+def _verify(problem, evaluator):
+    from kforge_desktop.search.lowering import lower
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    scaffold = build_scaffold(problem, "cuda")
+    kernel = lower(problem, scaffold)
+    if kernel is None:
+        return None
+    verdict = evaluator.evaluate(problem, scaffold.module_source(kernel))
+    print(f"{problem.name}: {verdict.summary()}")
+    assert verdict.status == "ok", verdict.summary() + "\n" + verdict.log[-2000:]
+    return verdict
+
+
+@pytest.mark.parametrize("name", list(CPU.REFERENCES))
+def test_each_lowered_reference_is_correct_on_the_gpu(name, evaluator, tmp_path):
+    problem = CPU._problem(tmp_path, name, *CPU.REFERENCES[name])
+    assert _verify(problem, evaluator) is not None, f"{name} is lowered on the CPU but not in CUDA"
+
+
+def test_the_dev_problems_the_lowering_reaches_are_correct_on_the_gpu(evaluator):
+    from kforge_desktop.problem.problem import load_problem
+
+    reached = [p.stem for p in sorted(DEV.glob("*.py")) if _verify(load_problem(p), evaluator) is not None]
+    print("lowered and verified:", ", ".join(reached))
+    assert {"log_softmax", "l2_normalize", "max_pool_overlap"} <= set(reached)
