@@ -74,8 +74,8 @@ class _Rows:
     """The primary input as rows reduced along one dimension ``dim`` (the last by default): ``rows``
     positions, each combining ``cols`` values. Along the last dimension those are the scaffold's ``rows``
     and ``cols``; along a middle one (a mean over dim 1 of [8, 32, 64]) row r is (o, i) with o the index
-    before the dimension and i the index after it, and the constants ``lrows``, ``lcols`` and ``linner``
-    are written into the kernel."""
+    before the dimension and i the index after it (r = o * linner + i), and the constants ``louter``,
+    ``lcols`` and ``linner`` are written into the kernel: the loops run over o and i."""
 
     shape: tuple[int, ...]
     dim: int = -1
@@ -95,21 +95,17 @@ class _Rows:
         return self.inner == 1 and (not self.shape or self.dim == len(self.shape) - 1)
 
     @property
-    def rows_name(self) -> str:
-        return "rows" if self.last else "lrows"
-
-    @property
     def cols_name(self) -> str:
         return "cols" if self.last else "lcols"
 
     def constants(self) -> str:
-        return "" if self.last else (f"constexpr int64_t lrows = {self.rows}, lcols = {self.cols}, "
-                                     f"linner = {self.inner};  // rows (before x after dim {self.dim}), its length, "
-                                     "values after it\n")
+        return "" if self.last else (f"constexpr int64_t louter = {self.rows // max(self.inner, 1)}, lcols = "
+                                     f"{self.cols}, linner = {self.inner};  // the values before dim {self.dim}, "
+                                     "along it, after it\n")
 
     def index(self, kind: str) -> str:
         if kind == "full":
-            return "r * cols + c" if self.last else "(r / linner * lcols + c) * linner + r % linner"
+            return "r * cols + c" if self.last else "(o * lcols + c) * linner + i"
         return {"row": "r", "col": "c", "scalar": "0"}[kind]
 
     def kinds(self, shape: tuple[int, ...]) -> set[str]:
@@ -407,18 +403,26 @@ class _Writer:
             body += self._loop(self._inner_statements([n for _, n in full]) +
                                [f"{o}[{self.layout.index('full')}] = {self.expr[n]};" for o, n in full])
         body += [f"{o}[r] = {self.expr[n]};" for o, n in row]
-        row_body = "\n".join(f"        {s}" for s in body)
+        last = self.layout.last
+        indent = " " * (8 if last else 12) if scaffold.language == "cpp" else " " * 8
+        row_body = "\n".join(indent + s for s in body)
         head = ("// The reference lowered to plain loops: per row, one pass per reduction, then the outputs.\n"
                 "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
-        rows = self.layout.rows_name
         if scaffold.language == "cpp":
+            if last:
+                return head + scaffold.signature() + " {\n    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n"
             return (head + scaffold.signature() + " {\n"
-                    f"    for (int64_t r = 0; r < {rows}; ++r) {{\n" + row_body + "\n    }\n}\n")
+                    "    for (int64_t o = 0; o < louter; ++o) {\n"
+                    "        for (int64_t i = 0; i < linner; ++i) {\n"
+                    "            const int64_t r = o * linner + i;  // the row's index in an output of one value a row\n"
+                    + row_body + "\n        }\n    }\n}\n")
+        rows = "rows" if last else "louter * linner"
+        split = "" if last else "        const int64_t o = r / linner, i = r % linner;\n"
         params = ", ".join(a.decl for a in scaffold.args)
         call = ", ".join(a.name for a in scaffold.args)
         return (head + f"__global__ void lowered_rows({params}) {{\n"
                 "    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // one thread a row\n"
-                f"    if (r < {rows}) {{\n" + row_body + "\n    }\n}\n\n"
+                f"    if (r < {rows}) {{\n" + split + row_body + "\n    }\n}\n\n"
                 + scaffold.signature() + " {\n"
                 f"    if ({rows} <= 0) return;\n"
                 f"    lowered_rows<<<(unsigned)(({rows} + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
