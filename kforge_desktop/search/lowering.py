@@ -49,6 +49,8 @@ _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "(
            "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
            "logical_and": "({} && {})", "logical_or": "({} || {})", "pow": "powf({}, {})", "atan2": "atan2f({}, {})"}
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "prod"}
+# C++: the rows (a pooling's planes) are independent, each writes only its own outputs: in parallel from the start
+_PARALLEL = "    #pragma omp parallel for{} schedule(static)\n"
 _POOLS = {"max_pool2d_with_indices", "avg_pool2d"}  # 1-D poolings reach these too, as a window of height 1
 # views that keep a contiguous tensor's values where they are (a pooling's input and output pass through them)
 _PLAIN_VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "clone", "alias", "detach", "contiguous"}
@@ -406,12 +408,13 @@ class _Writer:
         last = self.layout.last
         indent = " " * (8 if last else 12) if scaffold.language == "cpp" else " " * 8
         row_body = "\n".join(indent + s for s in body)
-        head = ("// The reference lowered to plain loops: per row, one pass per reduction, then the outputs.\n"
+        head = ("// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the outputs.\n"
                 "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
         if scaffold.language == "cpp":
             if last:
-                return head + scaffold.signature() + " {\n    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n"
-            return (head + scaffold.signature() + " {\n"
+                return (head + scaffold.signature() + " {\n" + _PARALLEL.format("") +
+                        "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
+            return (head + scaffold.signature() + " {\n" + _PARALLEL.format(" collapse(2)") +
                     "    for (int64_t o = 0; o < louter; ++o) {\n"
                     "        for (int64_t i = 0; i < linner; ++i) {\n"
                     "            const int64_t r = o * linner + i;  // the row's index in an output of one value a row\n"
@@ -529,7 +532,8 @@ def _lower_pool(graph, tensors: list, named: list, scaffold: Scaffold) -> str:
     if scaffold.language == "cpp":
         loops = ["for (int64_t r = 0; r < lplanes; ++r) {"] + (["for (int64_t p = 0; p < loh; ++p) {"] if tall else []) \
             + ["for (int64_t q = 0; q < low; ++q) {"]
-        text = [" " * 4 * (i + 1) + s for i, s in enumerate(loops)]
+        text = [_PARALLEL.format(" collapse(2)" if tall else "").rstrip("\n")]
+        text += [" " * 4 * (i + 1) + s for i, s in enumerate(loops)]
         depth = len(loops) + 1
         text += [" " * 4 * depth + s for s in body]
         text += [" " * 4 * (i + 1) + "}" for i in reversed(range(len(loops)))]

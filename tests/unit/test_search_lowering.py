@@ -94,6 +94,7 @@ def test_a_reference_without_an_exemplar_is_lowered_to_a_kernel_that_computes_it
     kernel = lower(problem, scaffold)
     assert kernel is not None, name
     assert scaffold.signature() in kernel
+    assert "#pragma omp parallel for" in kernel  # the rows (planes) are independent: the seed uses every core
     want, got = _run(problem, scaffold, kernel)
     assert got.shape == want.shape
     assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), f"{name}: max abs err {(got - want).abs().max():.3g}"
