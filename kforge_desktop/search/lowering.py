@@ -14,13 +14,14 @@ A pooling (max or average, one or two dimensions, with padding, stride, dilation
 as one loop over its window per output value.
 
 Anything else (reductions over two dimensions or two different ones, a matrix product, an index gather, a
-mask built from shapes, a channels layout, a pooling with other operators around it) is not lowered: ``lower`` returns None and the search goes on
-without it.
+mask built from shapes, a channels layout, a pooling with other operators around it) is not lowered:
+``lower`` returns None and the search goes on without it.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 
 import torch
@@ -408,7 +409,8 @@ class _Writer:
         last = self.layout.last
         indent = " " * (8 if last else 12) if scaffold.language == "cpp" else " " * 8
         row_body = "\n".join(indent + s for s in body)
-        head = ("// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the outputs.\n"
+        head = ("// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the "
+                "outputs.\n"
                 "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
         if scaffold.language == "cpp":
             if last:
@@ -434,8 +436,6 @@ class _Writer:
 def _lower_pool(graph, tensors: list, named: list, scaffold: Scaffold) -> str:
     """A forward that is one pooling of its input over the last two dimensions (a 1-D pooling is a window
     one high), viewed in and out: one loop over the window per output value, as torch computes it."""
-    import operator
-
     if len(tensors) != 1 or named or tensors[0].dtype != torch.float32:
         raise Unsupported("a pooling of more than one float32 input")
     pool = None
@@ -463,6 +463,8 @@ def _lower_pool(graph, tensors: list, named: list, scaffold: Scaffold) -> str:
     if len(results) != 1 or len(outputs) != 1 or len(inputs) != 1 or source(pool.args[0]) is not placeholders[0] \
             or not isinstance(results[0], torch.fx.Node) or source(results[0]) is not pool:
         raise Unsupported("the pooling is not the input's, or not the output")
+    if pool.kwargs:
+        raise Unsupported("a pooling's arguments by name")
     src = tuple(pool.args[0].meta["val"].shape)
     dst = tuple((pool.meta["val"][0] if _op(pool)[1] != "avg_pool2d" else pool.meta["val"]).shape)
     if len(src) < 3:

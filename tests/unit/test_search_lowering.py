@@ -44,6 +44,8 @@ REFERENCES = {
     "avg_pool1d_padding_counted": ("pass", "return F.avg_pool1d(x, 4, 3, 2)", "[torch.randn(3, 5, 21)]", "[]"),
     "max_pool2d_dilated": ("pass", "return F.max_pool2d(x, 3, stride=2, padding=1, dilation=2)",
                            "[torch.randn(2, 3, 11, 13)]", "[]"),
+    "avg_pool2d_ceil_counted": ("pass", "return F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)", "[torch.randn(2, 3, 10, 9)]",
+                                "[]"),
     "avg_pool2d_divisor": ("pass", "return F.avg_pool2d(x, 3, stride=1, padding=1, divisor_override=5)",
                            "[torch.randn(2, 3, 9, 8)]", "[]"),
 }
