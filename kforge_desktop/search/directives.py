@@ -28,7 +28,8 @@ class Directive:
     #                    than it turns a sentence into code (shown in edit requests)
     prior: float = 0.5  # the share of such requests a small model carried out correctly (see PRIORS)
 
-    def prompt_text(self, fence: str, length: str = "", returns_sum: bool = False, term: str = "") -> str:
+    def prompt_text(self, fence: str, length: str = "", returns_sum: bool = False, term: str = "",
+                    loop: tuple[str, str] | None = None) -> str:
         """The instruction, and its pattern when it has one. Patterns only show structure, with the
         work itself left as a comment: the default 1.5B model copied any computation a pattern
         showed literally (`s0 += xr[c]` for a sum of squares, `std::exp` into a norm). ``length``:
@@ -36,7 +37,11 @@ class Directive:
         "use the names of the code above", the model still copied `cols` into a function of `n`).
         ``term``: what the edited loop adds per element (``reduction_term``, ``{i}`` for the element).
         That is the function's own work, safe to copy, and the pattern shows it instead of a comment
-        (asked with the comment, the model copied it: ``s0 += /* the term of element c */;``)."""
+        (asked with the comment, the model copied it: ``s0 += /* the term of element c */;``).
+        ``loop``: the (variable, bound) of the kernel's own outermost loop (``outer_loop``), written into a
+        pattern over rows: a kernel whose outer loop is not over the scaffold's ``rows`` (a pooling's planes,
+        the values before a reduced middle dimension) had that loop rewritten to run over ``rows``, past the
+        end of its output."""
         if not self.example:
             return self.text
         example = self.example.strip()
@@ -47,6 +52,11 @@ class Directive:
                              example)
         if returns_sum:
             example = example.replace(SUM_END, SUM_RETURN)
+        if loop and loop != ("r", "rows"):
+            var, bound = loop
+            example = "\n".join(line for line in example.split("\n") if "* cols" not in line)  # no row pointers
+            example = re.sub(r"\br([01]?)\b", lambda m: var + m.group(1), re.sub(r"\brows\b", bound, example))
+            example = example.replace("per-row work", "work of each " + var).replace("row's", var + "'s")
         return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{example}\n```"
 
 
@@ -314,6 +324,30 @@ REDUCTION_DIRECTIVES = {"unroll_accumulators"}
 def returns_value(function: str) -> bool:
     """Whether a function ends by returning a variable (``return s;``): a helper that returns its sum."""
     return bool(re.search(r"\breturn\s+\w+\s*;\s*\}\s*$", function.strip()))
+
+
+_LOOP = re.compile(r"\bfor\s*\(\s*(?:const\s+)?(?:int64_t|int|long|size_t|auto)\s+(\w+)\s*=\s*0\s*;\s*\1\s*<\s*"
+                   r"([\w.]+(?:\s*\*\s*[\w.]+)?)\s*;")
+
+
+def outer_loop(function: str) -> tuple[str, str] | None:
+    """(variable, bound) of a function's first loop at the top of its body, counting from 0: ("o", "outer")
+    for ``for (int64_t o = 0; o < outer; ++o)``; None when its body has no such loop."""
+    code = strip_cpp_comments(function)
+    start = code.find("{")
+    if start < 0:
+        return None
+    depth, top = 0, []
+    for i, ch in enumerate(code[start:], start):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 1:
+            top.append((i, ch))
+    body = "".join(ch for _, ch in top)  # the body's own statements, nested blocks left out
+    m = _LOOP.search(body)
+    return (m.group(1), m.group(2)) if m else None
 
 
 def length_parameter(function: str) -> str:

@@ -31,6 +31,7 @@ from .directives import (
     expected_rate,
     length_parameter,
     open_tried,
+    outer_loop,
     reduction_term,
     returns_value,
 )
@@ -250,7 +251,8 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
     key = d.key if target == FUNCTION else f"{d.key}@{target}"
     helper = dict(functions)[target] if target != FUNCTION else ""
     text = d.prompt_text("cuda" if language == "cuda" else "cpp", length_parameter(helper),
-                         returns_value(helper), reduction_term(helper) if d.key == "unroll_accumulators" else "")
+                         returns_value(helper), reduction_term(helper) if d.key == "unroll_accumulators" else "",
+                         outer_loop(dict(functions).get(FUNCTION, "")) if target == FUNCTION else None)
     return Expansion(node_id, "edit", key, text, target)
 
 

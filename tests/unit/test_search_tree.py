@@ -219,6 +219,30 @@ def test_a_pattern_is_written_in_the_edited_functions_own_names():
     assert "return (s0 + s1) + (s2 + s3);" in text and "total" not in text
 
 
+def test_a_rows_pattern_runs_over_the_kernels_own_outer_loop():
+    """A kernel whose outer loop is not over the scaffold's rows (the values before a reduced middle
+    dimension, a pooling's planes) is shown the blocking and parallel patterns over its own loop: asked
+    with `r < rows`, the model rewrote `o < outer` as `r < rows` and wrote past the smaller output."""
+    from kforge_desktop.search.directives import directive_by_key, outer_loop
+
+    middle = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    const int64_t outer = 16, n = 96, inner = 512;  // for (int64_t c = 0; c < cols; ++c) in a comment\n"
+              "    #pragma omp parallel for schedule(static)\n"
+              "    for (int64_t o = 0; o < outer; ++o) {\n"
+              "        for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = 0.0f;\n    }\n}\n")
+    assert outer_loop(middle) == ("o", "outer")
+    assert outer_loop(middle.replace("o < outer", "o < louter * linner")) == ("o", "louter * linner")
+    rows = 'extern "C" void f(const float* x, int64_t rows) {\n  for (int64_t r = 0; r < rows; ++r) { x += 0; }\n}'
+    assert outer_loop(rows) == ("r", "rows") and outer_loop("void f() { int a = 0; }") is None
+    blocking = directive_by_key("cpp", "cache_blocking")
+    text = blocking.prompt_text("cpp", loop=outer_loop(middle))
+    assert "for (int64_t o0 = 0; o0 < outer; o0 += tile)" in text and "std::min(outer, o0 + tile)" in text
+    assert "for (int64_t o = o0; o < o1; ++o)" in text and "rows" not in text.split("```")[1]
+    assert blocking.prompt_text("cpp", loop=("r", "rows")) == blocking.prompt_text("cpp")  # the rows kernels' as before
+    parallel = directive_by_key("cpp", "openmp_rows").prompt_text("cpp", loop=("r", "lplanes"))
+    assert "for (int64_t r = 0; r < lplanes; ++r)" in parallel and "* cols" not in parallel
+
+
 def test_the_unroll_pattern_shows_the_helpers_own_term():
     """Asked with a placeholder comment where each element's term goes, the model copied the comment
     (`s0 += /* the term of element c */;`: a compile error). A helper whose loop only names values
