@@ -52,11 +52,11 @@ class Directive:
                              example)
         if returns_sum:
             example = example.replace(SUM_END, SUM_RETURN)
-        if loop and loop != ("r", "rows"):
+        if loop and loop != ("r", "rows") and re.search(r"\brows\b", example):  # a pattern over rows
             var, bound = loop
             example = "\n".join(line for line in example.split("\n") if "* cols" not in line)  # no row pointers
             example = re.sub(r"\br([01]?)\b", lambda m: var + m.group(1), re.sub(r"\brows\b", bound, example))
-            example = example.replace("per-row work", "work of each " + var).replace("row's", var + "'s")
+            example = example.replace("per-row work", "work of each " + var)
         return f"{self.text}\nThe pattern (use the names of the code above):\n```{fence}\n{example}\n```"
 
 
@@ -338,14 +338,14 @@ def outer_loop(function: str) -> tuple[str, str] | None:
     if start < 0:
         return None
     depth, top = 0, []
-    for i, ch in enumerate(code[start:], start):
+    for ch in code[start:]:
         if ch == "{":
             depth += 1
         elif ch == "}":
             depth -= 1
         elif depth == 1:
-            top.append((i, ch))
-    body = "".join(ch for _, ch in top)  # the body's own statements, nested blocks left out
+            top.append(ch)
+    body = "".join(top)  # the body's own statements, nested blocks left out
     m = _LOOP.search(body)
     return (m.group(1), m.group(2)) if m else None
 

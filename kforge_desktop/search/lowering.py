@@ -11,7 +11,8 @@ apart. It is correct by construction and not fast (every reduction re-reads the 
 make it fast.
 
 A pooling (max or average, one or two dimensions, with padding, stride, dilation, ceil mode) is written
-as one loop over its window per output value.
+as one loop over its window per output value (``lowering_pool.py``); both read the forward as
+``lowering_trace.py`` traces it.
 
 Anything else (reductions over two dimensions or two different ones, a matrix product, an index gather, a
 mask built from shapes, a channels layout, a pooling with other operators around it) is not lowered:
@@ -21,20 +22,14 @@ mask built from shapes, a channels layout, a pooling with other operators around
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass, field
 
 import torch
 
 from ..problem.problem import Problem
+from .lowering_pool import POOLS, lower_pool
+from .lowering_trace import PARALLEL, Unsupported, literal, op_name, trace
 from .scaffold import Scaffold
-
-aten = torch.ops.aten
-
-# composite operators decomposed into the elementwise ones and reductions below
-_DECOMPOSE = ("_log_softmax", "_softmax", "gelu", "leaky_relu", "linalg_vector_norm", "native_layer_norm", "silu",
-              "softplus", "hardswish", "hardsigmoid", "elu", "logsumexp", "mish", "hardtanh", "logit", "log_sigmoid_forward",
-              "relu6", "celu", "selu", "glu", "var_mean", "var")
 
 # operators that only change how a tensor's values are viewed (the kind, from the shape, decides the indexing)
 _VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "broadcast_in_dim", "clone", "alias",
@@ -50,26 +45,6 @@ _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "(
            "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
            "logical_and": "({} && {})", "logical_or": "({} || {})", "pow": "powf({}, {})", "atan2": "atan2f({}, {})"}
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "prod"}
-# C++: the rows (a pooling's planes) are independent, each writes only its own outputs: in parallel from the start
-_PARALLEL = "    #pragma omp parallel for{} schedule(static)\n"
-_POOLS = {"max_pool2d_with_indices", "avg_pool2d"}  # 1-D poolings reach these too, as a window of height 1
-# views that keep a contiguous tensor's values where they are (a pooling's input and output pass through them)
-_PLAIN_VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "clone", "alias", "detach", "contiguous"}
-
-
-class Unsupported(Exception):
-    """The reference has an operator or a shape the lowering does not write."""
-
-
-def _literal(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    v = float(v)
-    if math.isnan(v):
-        return "NAN"
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    return f"{v!r}f"
 
 
 @dataclass
@@ -141,42 +116,6 @@ class _Rows:
         raise Unsupported("an ambiguous shape")
 
 
-def _graph(problem: Problem):
-    """The reference's forward as a graph of ATen operators (composites decomposed), the forward's tensor
-    inputs in order, and the module's (name, tensor) parameters and buffers (the graph's later inputs)."""
-    from torch._decomp import core_aten_decompositions, get_decompositions
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    mod = problem.load_module()
-    torch.manual_seed(0)
-    model = mod.Model(*mod.get_init_inputs()).eval()
-    inputs = list(mod.get_inputs())
-    named = [(n, p) for n, p in list(model.named_parameters()) + list(model.named_buffers())]
-    slots = [i for i, v in enumerate(inputs) if isinstance(v, torch.Tensor)]
-
-    def forward(*tensors):
-        args = list(inputs)
-        for i, t in zip(slots, tensors[:len(slots)]):
-            args[i] = t
-        state = {n: t for (n, _), t in zip(named, tensors[len(slots):])}
-        return torch.func.functional_call(model, state, tuple(args))
-
-    table = dict(core_aten_decompositions())
-    table.update(get_decompositions([getattr(aten, op) for op in _DECOMPOSE if hasattr(aten, op)]))
-    with torch.no_grad():
-        graph = make_fx(forward, decomposition_table=table)(*[inputs[i] for i in slots], *[p for _, p in named])
-    return graph.graph, [inputs[i] for i in slots], named
-
-
-def _op(node) -> tuple[str, str]:
-    """(namespace, base name) of a call: ("aten", "add") for aten.add.Tensor."""
-    target = node.target
-    packet = getattr(target, "overloadpacket", None)
-    name = getattr(packet, "__name__", None) or str(target)
-    space = getattr(target, "namespace", "aten")
-    return space, name.split(".")[-1]
-
-
 def lower(problem: Problem, scaffold: Scaffold) -> str | None:
     """The kernel text (the scaffold's entry point and what it calls) computing the reference with plain
     loops, or None where the reference is not made of what this lowers."""
@@ -189,9 +128,9 @@ def lower(problem: Problem, scaffold: Scaffold) -> str | None:
 
 
 def _lower(problem: Problem, scaffold: Scaffold) -> str:
-    graph, tensors, named = _graph(problem)
-    if any(n.op == "call_function" and _op(n)[1] in _POOLS for n in graph.nodes):
-        return _lower_pool(graph, tensors, named, scaffold)
+    graph, tensors, named = trace(problem)
+    if any(n.op == "call_function" and op_name(n)[1] in POOLS for n in graph.nodes):
+        return lower_pool(graph, tensors, named, scaffold)
     dims = _reduced_dims(graph, tuple(tensors[0].shape))
     if len(dims) > 1:
         raise Unsupported("reductions over different dimensions")
@@ -202,7 +141,7 @@ def _reduced_dims(graph, primary: tuple[int, ...]) -> set[int]:
     """The dimensions of the primary input's shape that the graph's reductions run over (one each)."""
     found = set()
     for node in graph.nodes:
-        if node.op != "call_function" or _op(node)[1] not in _REDUCTIONS or not isinstance(node.args[0], torch.fx.Node):
+        if node.op != "call_function" or op_name(node)[1] not in _REDUCTIONS or not isinstance(node.args[0], torch.fx.Node):
             continue
         shape = tuple(node.args[0].meta["val"].shape)
         dims = node.args[1] if len(node.args) > 1 else []
@@ -272,11 +211,11 @@ class _Writer:
             return self.expr[a], self.kind[a]
         if isinstance(a, (bool, int, float)):
             name = self.scalars.get(float(a)) if not isinstance(a, bool) else None
-            return name or _literal(a), "scalar"
+            return name or literal(a), "scalar"
         raise Unsupported(f"an argument {a!r}")
 
     def call(self, node) -> None:
-        space, op = _op(node)
+        space, op = op_name(node)
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise Unsupported(f"{op} does not give one tensor")
@@ -294,7 +233,7 @@ class _Writer:
             self._reduce(node, op, val, args)
             return
         if op in ("scalar_tensor", "full"):
-            self._result(node, "scalar", _literal(args[-1] if op == "full" else args[0]))
+            self._result(node, "scalar", literal(args[-1] if op == "full" else args[0]))
             return
         kind = self._combined(node, val)
         vals = [self.value(a) for a in args if isinstance(a, (torch.fx.Node, bool, int, float))]
@@ -304,12 +243,12 @@ class _Writer:
             e = float(args[1])
             base = vals[0][0]
             expr = {2.0: f"({base} * {base})", 1.0: base, 0.5: f"sqrtf({base})", 3.0: f"({base} * {base} * {base})",
-                    -1.0: f"(1.0f / {base})"}.get(e, f"powf({base}, {_literal(e)})")
+                    -1.0: f"(1.0f / {base})"}.get(e, f"powf({base}, {literal(e)})")
         elif op in _BINARY and len(vals) >= 2:
             expr = _BINARY[op].format(vals[0][0], vals[1][0])
             alpha = node.kwargs.get("alpha")
             if op in ("add", "sub") and alpha not in (None, 1):
-                expr = _BINARY[op].format(vals[0][0], f"{_literal(alpha)} * {vals[1][0]}")
+                expr = _BINARY[op].format(vals[0][0], f"{literal(alpha)} * {vals[1][0]}")
         elif op == "where" and len(vals) == 3:
             expr = f"({vals[0][0]} ? {vals[1][0]} : {vals[2][0]})"
         elif op in ("clamp", "clamp_min", "clamp_max", "hardtanh"):
@@ -385,7 +324,7 @@ class _Writer:
             self.body += [f"float {var}_mean = 0.0f;", *self._loop(pre + [f"{var}_mean += {x};"]),
                           f"{var}_mean /= (float){self.layout.cols_name};", f"float {var} = 0.0f;",
                           *self._loop(pre + [f"{var} += ({x} - {var}_mean) * ({x} - {var}_mean);"]),
-                          f"{var} /= (float){self.layout.cols_name} - {_literal(correction)};"]
+                          f"{var} /= (float){self.layout.cols_name} - {literal(correction)};"]
         else:
             start = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "(-INFINITY)", "amin": "INFINITY"}[op]
             step = {"sum": f"{var} += {x};", "mean": f"{var} += {x};", "prod": f"{var} *= {x};",
@@ -414,9 +353,9 @@ class _Writer:
                 "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
         if scaffold.language == "cpp":
             if last:
-                return (head + scaffold.signature() + " {\n" + _PARALLEL.format("") +
+                return (head + scaffold.signature() + " {\n" + PARALLEL.format("") +
                         "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
-            return (head + scaffold.signature() + " {\n" + _PARALLEL.format(" collapse(2)") +
+            return (head + scaffold.signature() + " {\n" + PARALLEL.format(" collapse(2)") +
                     "    for (int64_t o = 0; o < louter; ++o) {\n"
                     "        for (int64_t i = 0; i < linner; ++i) {\n"
                     "            const int64_t r = o * linner + i;  // the row's index in an output of one value a row\n"
@@ -433,121 +372,3 @@ class _Writer:
                 f"    lowered_rows<<<(unsigned)(({rows} + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
 
 
-def _lower_pool(graph, tensors: list, named: list, scaffold: Scaffold) -> str:
-    """A forward that is one pooling of its input over the last two dimensions (a 1-D pooling is a window
-    one high), viewed in and out: one loop over the window per output value, as torch computes it."""
-    if len(tensors) != 1 or named or tensors[0].dtype != torch.float32:
-        raise Unsupported("a pooling of more than one float32 input")
-    pool = None
-    for node in graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
-            continue
-        op = _op(node)[1]
-        if op in _POOLS and pool is None:
-            pool = node
-        elif op not in _PLAIN_VIEWS:
-            raise Unsupported(f"{op} beside a pooling")
-
-    def source(n):  # through plain views (and the pooling's value, element 0 of its pair) to where n comes from
-        while n.op == "call_function" and (n.target is operator.getitem or _op(n)[1] in _PLAIN_VIEWS):
-            if n.target is operator.getitem and n.args[1] != 0:
-                raise Unsupported("a pooling's indices")
-            n = n.args[0]
-        return n
-
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    results = [n for n in graph.nodes if n.op == "output"][0].args[0]
-    results = list(results) if isinstance(results, (tuple, list)) else [results]
-    outputs = [a for a in scaffold.args if a.role == "output"]
-    inputs = [a for a in scaffold.args if a.role == "input"]
-    if len(results) != 1 or len(outputs) != 1 or len(inputs) != 1 or source(pool.args[0]) is not placeholders[0] \
-            or not isinstance(results[0], torch.fx.Node) or source(results[0]) is not pool:
-        raise Unsupported("the pooling is not the input's, or not the output")
-    if pool.kwargs:
-        raise Unsupported("a pooling's arguments by name")
-    src = tuple(pool.args[0].meta["val"].shape)
-    dst = tuple((pool.meta["val"][0] if _op(pool)[1] != "avg_pool2d" else pool.meta["val"]).shape)
-    if len(src) < 3:
-        raise Unsupported("a pooling without a batch or channel dimension")
-    args = list(pool.args) + [None] * 8
-
-    def pair(v, default):
-        v = default if v in (None, []) else v
-        v = [v] if isinstance(v, int) else list(v)
-        return (v * 2)[:2] if len(v) == 1 else v
-
-    kernel = pair(args[1], None)
-    stride, padding = pair(args[2], kernel), pair(args[3], 0)
-    average = _op(pool)[1] == "avg_pool2d"
-    dilation = [1, 1] if average else pair(args[4], 1)
-    include_pad = True if args[5] is None else bool(args[5])
-    divisor = args[6] if average else None
-    x, out = inputs[0].name, outputs[0].name
-    planes, (h, w), (oh, ow) = math.prod(src[:-2]), src[-2:], dst[-2:]
-    tall = h != 1 or oh != 1 or kernel[0] != 1  # a 1-D pooling has no height loop
-
-    lines = [f"// {'Average' if average else 'Max'} pooling lowered to plain loops: each output value reads its "
-             "window of the input.", "// Correct by construction, not fast: neighbouring windows read the same "
-             "values again.",
-             f"constexpr int64_t lplanes = {planes}, lh = {h}, lw = {w}, loh = {oh}, low = {ow};  "
-             "// planes (all but the last two dims), input and output height and width" if tall else
-             f"constexpr int64_t lplanes = {planes}, lw = {w}, low = {ow};  // rows (all but the last dim), input and "
-             "output length"]
-    # the dimensions the window moves along: (output index, input index, kernel, stride, padding, dilation, length)
-    dims = ([("p", "ih", kernel[0], stride[0], padding[0], dilation[0], "lh")] if tall else []) + \
-        [("q", "iw", kernel[1], stride[1], padding[1], dilation[1], "lw")]
-    element = f"{x}[(r * lh + ih) * lw + iw]" if tall else f"{x}[r * lw + iw]"
-    body = [f"const int64_t {i}0 = {o} * {st} - {pad};" for o, i, _k, st, pad, _d, _n in dims]
-    if average:
-        for _o, i, k, _st, pad, _d, n in dims:
-            body += [f"const int64_t {i}1 = ({i}0 + {k} < {n} + {pad}) ? {i}0 + {k} : {n} + {pad};",
-                     f"const int64_t {i}s = {i}0 > 0 ? {i}0 : 0, {i}e = {i}1 < {n} ? {i}1 : {n};  // inside the input"]
-        body.append("float sum = 0.0f;")
-        close = []
-        for depth, (_o, i, *_rest) in enumerate(dims):
-            body.append("    " * depth + f"for (int64_t {i} = {i}s; {i} < {i}e; ++{i}) {{")
-            close.insert(0, "    " * depth + "}")
-        body += ["    " * len(dims) + f"sum += {element};", *close]
-        if divisor:
-            body.append(f"const float v = sum / {_literal(divisor)};")
-        elif include_pad:
-            body.append("const float v = sum / (float)(" + " * ".join(f"({i}1 - {i}0)" for _o, i, *_r in dims)
-                        + ");  // the window, padding included")
-        else:
-            body.append("const float v = sum / (float)(" + " * ".join(f"({i}e - {i}s)" for _o, i, *_r in dims)
-                        + ");  // padding not counted")
-    else:
-        body.append("float v = -INFINITY;")
-        close = []
-        for depth, (_o, i, k, _st, _pad, dil, n) in enumerate(dims):
-            ind = "    " * depth
-            j = "j" if i == "iw" else "i"
-            body += [ind + f"for (int64_t {j} = 0; {j} < {k}; ++{j}) {{",
-                     ind + f"    const int64_t {i} = {i}0 + {j}{f' * {dil}' if dil != 1 else ''};",
-                     ind + f"    if ({i} < 0 || {i} >= {n}) continue;"]
-            close.insert(0, ind + "}")
-        ind = "    " * len(dims)
-        body += [ind + f"const float e = {element};", ind + "if (e > v || e != e) v = e;  // a NaN wins, as in torch",
-                 *close]
-    body.append(f"{out}[(r * loh + p) * low + q] = v;" if tall else f"{out}[r * low + q] = v;")
-    head = "\n".join(lines) + "\n"
-    if scaffold.language == "cpp":
-        loops = ["for (int64_t r = 0; r < lplanes; ++r) {"] + (["for (int64_t p = 0; p < loh; ++p) {"] if tall else []) \
-            + ["for (int64_t q = 0; q < low; ++q) {"]
-        text = [_PARALLEL.format(" collapse(2)" if tall else "").rstrip("\n")]
-        text += [" " * 4 * (i + 1) + s for i, s in enumerate(loops)]
-        depth = len(loops) + 1
-        text += [" " * 4 * depth + s for s in body]
-        text += [" " * 4 * (i + 1) + "}" for i in reversed(range(len(loops)))]
-        return head + scaffold.signature() + " {\n" + "\n".join(text) + "\n}\n"
-    params = ", ".join(a.decl for a in scaffold.args)
-    call = ", ".join(a.name for a in scaffold.args)
-    index = ["const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // one thread an output value",
-             f"if (t >= lplanes * {'loh * ' if tall else ''}low) return;"] + (
-                 ["const int64_t q = t % low, p = t / low % loh, r = t / (loh * low);"] if tall else
-                 ["const int64_t q = t % low, r = t / low;"])
-    text = "\n".join("    " + s for s in index + body)
-    return (head + f"__global__ void lowered_pool({params}) {{\n" + text + "\n}\n\n" + scaffold.signature() + " {\n"
-            f"    const int64_t n = lplanes * {'loh * ' if tall else ''}low;\n"
-            "    if (n <= 0) return;\n"
-            f"    lowered_pool<<<(unsigned)((n + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
