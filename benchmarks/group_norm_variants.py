@@ -1,13 +1,16 @@
-"""The GroupNorm+SiLU CUDA exemplar against the design it replaced, on diffusion-like shapes.
+"""The GroupNorm+SiLU CUDA exemplar against the designs it was measured beside, on diffusion-like shapes.
 
 The exemplar (resources/exemplars/cuda/group_norm_silu.cu) makes two passes over each (sample, group) slice, one
 block a slice (a cluster of blocks when there are fewer slices than SMs): it sums the slice, then reads it back
-from L2 and writes the output. The design before it
-(benchmarks/group_norm_clusters.cu, commit cec20b7) read x once: a cluster of 8 blocks held a slice in registers
-and merged its sums in distributed shared memory, at the cost of a cluster barrier per slice. Both are built and
-timed against eager, torch.compile and a plain copy of x (the bandwidth the floor assumes) in device time: CUDA
-events around 20 back-to-back calls after an L2 flush, median of 15; every output is checked against
-F.group_norm + silu.
+from L2 and writes the output; a tensor larger than L2 is held in shared memory instead (a cluster of blocks a
+slice, each block's part copied in with cp.async). Beside it: the design before the two passes
+(benchmarks/group_norm_clusters.cu, commit cec20b7: a cluster of 8 blocks held a slice in registers), and the
+shared-memory design at several sizes, loaded through registers, with cp.async or with bulk copies
+(benchmarks/group_norm_smem.cu; `async32` is the exemplar's held path). GN_VARIANTS=a,b picks some. Each is built
+and timed against eager, torch.compile and a plain copy of x (the bandwidth the floor assumes) in device time:
+CUDA events around 20 back-to-back calls after an L2 flush, median of 15; every output is checked against
+F.group_norm + silu (the shared-memory designs handle only slices of a float4 layout up to 8 blocks: an error
+elsewhere).
 
     PYTHONPATH=$PWD TORCH_CUDA_ARCH_LIST=9.0 python3 benchmarks/group_norm_variants.py   # writes $OUT/gn_variants.json
 """
@@ -24,8 +27,27 @@ from torch.utils.cpp_extension import load
 
 HERE = Path(tempfile.mkdtemp(prefix="gn_variants_"))
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = {"exemplar": ROOT / "resources/exemplars/cuda/group_norm_silu.cu",
-            "clusters": ROOT / "benchmarks/group_norm_clusters.cu"}
+SMEM = ROOT / "benchmarks/group_norm_smem.cu"
+VARIANTS = {"exemplar": (ROOT / "resources/exemplars/cuda/group_norm_silu.cu", []),
+            "clusters": (ROOT / "benchmarks/group_norm_clusters.cu", []),
+            # each slice in shared memory, cut over a cluster so that a block holds at most SMEM_KB of it
+            "smem32": (SMEM, ["-DSMEM_KB=32"]), "smem64": (SMEM, ["-DSMEM_KB=64"]),
+            "smem128": (SMEM, ["-DSMEM_KB=128"]), "smem64_t512": (SMEM, ["-DSMEM_KB=64", "-DTHREADS=512"]),
+            # the same with the loads as cp.async copies (all in flight at once, no registers)
+            "async32": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC"]), "async64": (SMEM, ["-DSMEM_KB=64", "-DLOAD_ASYNC"]),
+            "async32_t512": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DTHREADS=512"]),
+            "async16": (SMEM, ["-DSMEM_KB=16", "-DLOAD_ASYNC", "-DPARTS_MAX=16"]),
+            # one bulk copy in and one out a block (the tensor memory accelerator), normalized in place
+            "bulk32": (SMEM, ["-DSMEM_KB=32", "-DBULK_LOAD", "-DBULK_STORE"]),
+            "bulk64": (SMEM, ["-DSMEM_KB=64", "-DBULK_LOAD", "-DBULK_STORE"]),
+            "bulk32_t512": (SMEM, ["-DSMEM_KB=32", "-DBULK_LOAD", "-DBULK_STORE", "-DTHREADS=512"]),
+            "async32_t128": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DTHREADS=128"]),
+            "async32_split2": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSPLIT=2"]),
+            "async32_split4": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSPLIT=4"]),
+            "async32_bulkstore": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DBULK_STORE"]),
+            "bulkload32": (SMEM, ["-DSMEM_KB=32", "-DBULK_LOAD"])}
+if os.environ.get("GN_VARIANTS"):  # a comma-separated subset
+    VARIANTS = {k: VARIANTS[k] for k in os.environ["GN_VARIANTS"].split(",")}
 WRAP = r'''
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -54,7 +76,8 @@ def build(name):
 def module(name):
     d = HERE / "build" / name
     d.mkdir(parents=True, exist_ok=True)
-    return load(name=f"gn_{name}", sources=[str(HERE / "wrap.cpp"), str(VARIANTS[name])], extra_cuda_cflags=["-O3"],
+    src, flags = VARIANTS[name]
+    return load(name=f"gn_{name}", sources=[str(HERE / "wrap.cpp"), str(src)], extra_cuda_cflags=["-O3", *flags],
                 build_directory=str(d), verbose=False)
 
 

@@ -114,6 +114,10 @@ GROUP_SHAPES = [  # (batch, channels, spatial dims, groups)
     (1, 512, (64, 64), 32),  # 65536 values a group: whole unrolled steps only
     (1, 4, (300, 300), 1),  # 360000: unrolled steps and a remainder
     (1, 3, (301, 299), 3),  # odd sizes
+    # larger than L2: each slice held in shared memory by a cluster of blocks
+    (16, 512, (64, 64), 32),  # the benchmark problem: 8 blocks a slice
+    (24, 512, (35, 35), 16),  # 39200 values a slice, float4s that straddle channels
+    (64, 64, (32, 32), 32),  # 2048 values a slice: one block, no cluster
 ]
 
 

@@ -2,7 +2,7 @@
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias
 // ops: native_group_norm group_norm
 // optional: weight=1 bias=0
-// about: GroupNorm on [batch, channels, spatial]: one block per (sample, group) slice (a cluster of blocks when there are fewer slices than SMs), two passes over it: the first sums it (float4 loads kept in L2), the second reads it back from L2 and writes the output; x leaves memory once when the slices in flight fit in L2.
+// about: GroupNorm on [batch, channels, spatial]: one block per (sample, group) slice (a cluster of blocks when there are fewer slices than SMs), two passes over it: the first sums it (float4 loads kept in L2), the second reads it back from L2 and writes the output; x leaves memory once when the slices in flight fit in L2. A tensor larger than L2 is held in shared memory instead: a cluster of blocks a slice, each block copies its part in once, sums it and writes it out.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
 #include <cstdint>
@@ -36,7 +36,8 @@ __device__ float2 block_sum2(float2 v, float2* smem) {
 }
 
 // the (sum, sum of squares) of the `parts` blocks of a cluster (each block's total in s), to every thread;
-// `sums` is this block's slot, read by the others in distributed shared memory
+// `sums` is this block's slot, read by the others in distributed shared memory: the block calls cluster_read()
+// before it writes the slot again or leaves
 __device__ float2 cluster_sum2(float2 s, float2* sums, int parts) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cg::cluster_group cluster = cg::this_cluster();
@@ -47,9 +48,16 @@ __device__ float2 cluster_sum2(float2 s, float2* sums, int parts) {
         s.x += __shfl_xor_sync(0xffffffff, s.x, o);
         s.y += __shfl_xor_sync(0xffffffff, s.y, o);
     }
-    cluster.sync();  // all have read before a block writes its slot again or leaves
+    cluster.barrier_arrive();  // this block has read the others' slots
 #endif
     return s;
+}
+
+// waits until every block of the cluster has read this block's slot (their cluster_sum2 returned)
+__device__ void cluster_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cg::this_cluster().barrier_wait();
+#endif
 }
 
 // c / spatial without an integer division: a float estimate, corrected to the exact quotient
@@ -149,7 +157,75 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_groups(  // 2: two bloc
             __stcs(y4 + i, norm4(__ldcs(x4 + i), 4 * i, spatial, inv_spatial, mean, inv_std, wg, bg));
         for (int c = first + threadIdx.x; c < end; c += THREADS)
             yg[c] = norm1(xg[c], c, spatial, inv_spatial, mean, inv_std, wg, bg);
+        if (parts > 1) cluster_read();
     }
+}
+
+// A tensor larger than L2 (the two passes would read much of it from memory twice): each slice is held in shared
+// memory by a cluster of `parts` blocks, HELD_BYTES at most a block. A block copies its part in (cp.async: every
+// load in flight at once, through no registers), each thread sums the float4s it copied, the cluster merges the
+// sums, and the block writes its part out from shared memory. Several blocks an SM overlap one slice's loads with
+// another's stores. vec and count % (4 * parts) == 0 (the launcher checks).
+#define HELD_THREADS 256
+#define HELD_BYTES (32 * 1024)
+__global__ void __launch_bounds__(HELD_THREADS) group_norm_held(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts) {
+    extern __shared__ float4 held[];
+    __shared__ float2 smem[33];
+    __shared__ float2 sums;
+    const int64_t per_group = channels / num_groups;
+    const int count = (int)(per_group * spatial);
+    const int n4 = count / 4 / parts;  // this block's float4s
+    const int64_t g = blockIdx.x / parts;
+    const int first4 = (int)(blockIdx.x % parts) * n4;
+    const float* xg = x + g * count;
+    const float4* x4 = reinterpret_cast<const float4*>(xg) + first4;
+    float4* y4 = reinterpret_cast<float4*>(out + g * count) + first4;
+    for (int i = threadIdx.x; i < n4; i += HELD_THREADS) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     ::"r"((unsigned)__cvta_generic_to_shared(held + i)), "l"(x4 + i));
+#else
+        held[i] = x4[i];
+#endif
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");  // this thread's copies landed
+#endif
+    const float K = __ldg(xg);
+    float2 s = make_float2(0.0f, 0.0f);
+    for (int i = threadIdx.x; i < n4; i += HELD_THREADS) add4(s, held[i], K);  // the float4s this thread copied
+    s = block_sum2(s, smem);
+    if (parts > 1) s = cluster_sum2(s, &sums, parts);
+    const float mean_k = s.x / (float)count;
+    const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
+    const float* wg = weight + (g % num_groups) * per_group;
+    const float* bg = bias + (g % num_groups) * per_group;
+    const float inv_spatial = 1.0f / (float)spatial;
+    for (int i = threadIdx.x; i < n4; i += HELD_THREADS)
+        __stcs(y4 + i, norm4(held[i], 4 * (first4 + i), spatial, inv_spatial, mean, inv_std, wg, bg));
+    if (parts > 1) cluster_read();
+}
+
+// `blocks` blocks of `threads` with `smem` bytes of dynamic shared memory each, in clusters of `parts` (the blocks
+// of a cluster run at the same time and read each other's shared memory; no clusters when parts == 1)
+template <typename... Params, typename... Args>
+static void launch(void (*kernel)(Params...), int64_t blocks, int threads, int64_t smem, int parts, cudaStream_t stream,
+                   Args... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)blocks);
+    config.blockDim = dim3((unsigned)threads);
+    config.dynamicSmemBytes = (size_t)smem;
+    config.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = (unsigned)parts;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = parts > 1 ? 1 : 0;
+    cudaLaunchKernelEx(&config, kernel, args...);
 }
 
 extern "C" void kernel_forward(const float* x, const float* weight, const float* bias, float* out,
@@ -164,8 +240,19 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
         cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device);  // Hopper (sm_90) and later
+        // as much of each SM's on-chip memory as shared memory as it takes: as many held parts an SM as fit
+        cudaFuncSetAttribute(group_norm_held, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     }
     const bool vec = count % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 16 == 0;
+    // larger than L2: held in shared memory, when a slice fits in a cluster's
+    int held_parts = 1;
+    while (held_parts < 8 && count * 4 > held_parts * HELD_BYTES) held_parts *= 2;
+    if (vec && clusters && slices * count * 4 > (int64_t)l2 * 3 / 4 && count * 4 <= held_parts * HELD_BYTES &&
+        count % (4 * held_parts) == 0) {
+        launch(group_norm_held, slices * held_parts, HELD_THREADS, count * 4 / held_parts, (int)held_parts, stream,
+               x, weight, bias, out, channels, (int)spatial, num_groups, eps, (int)held_parts);
+        return;
+    }
     // fewer slices than SMs (a batch of one): a cluster of up to 8 blocks a slice, each with a float4 a thread at least
     int64_t parts = clusters && 2 * slices <= sms ? sms / slices : 1;
     parts = parts > 8 ? 8 : parts;  // the largest portable cluster
@@ -173,17 +260,6 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
     // slices in flight: two blocks an SM when their values fit in three quarters of L2, else one (a slice read
     // back after others pushed it out of L2 comes from memory again)
     const int per_sm = 2 * (int64_t)sms * count * 4 <= (int64_t)l2 * 3 / 4 ? 2 : 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3((unsigned)(parts > 1 ? slices * parts : (slices < sms * per_sm ? slices : sms * per_sm)));
-    config.blockDim = dim3(THREADS);
-    config.stream = stream;
-    cudaLaunchAttribute cluster;  // the `parts` blocks of a slice run at the same time and share memory
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = (unsigned)parts;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = parts > 1 ? 1 : 0;
-    cudaLaunchKernelEx(&config, group_norm_groups, x, weight, bias, out, slices, channels, (int)spatial,
-                       num_groups, eps, (int)parts, vec);
+    launch(group_norm_groups, parts > 1 ? slices * parts : (slices < sms * per_sm ? slices : sms * per_sm), THREADS,
+           0, (int)parts, stream, x, weight, bias, out, slices, channels, (int)spatial, num_groups, eps, (int)parts, vec);
 }

@@ -1,0 +1,211 @@
+// GroupNorm+SiLU with each (sample, group) slice held in shared memory: a cluster of `parts` blocks shares a
+// slice, each block loads its part once (summing it on the way), the cluster merges the sums in distributed
+// shared memory, and each block writes its part from shared memory. x is read from memory once and never from
+// L2 again; several blocks an SM (SMEM_KB of shared memory each at most) overlap one slice's loads with another's
+// stores. The loads go through registers (default), as cp.async copies (LOAD_ASYNC, in SPLIT groups) or as one
+// bulk copy a block (BULK_LOAD); the stores as streaming stores or one bulk copy a block (BULK_STORE). LOAD_ASYNC
+// at SMEM_KB=32 was fastest and became the exemplar's path for tensors larger than L2. Slices too large for
+// PARTS_MAX blocks, or without a float4 layout, are not handled here. Measured: benchmarks/group_norm_variants.py.
+#include <cuda_runtime.h>
+#include <cooperative_groups.h>
+#include <cstdint>
+#include <cmath>
+
+namespace cg = cooperative_groups;
+
+#ifndef THREADS
+#define THREADS 256
+#endif
+#ifndef SMEM_KB
+#define SMEM_KB 64  // the most shared memory a block holds of its slice
+#endif
+#ifndef PARTS_MAX
+#define PARTS_MAX 8  // blocks a slice (16 needs Hopper's non-portable cluster size)
+#endif
+#ifndef UNROLL
+#define UNROLL 8
+#endif
+
+__device__ float2 block_sum2(float2 v, float2* red) {
+    for (int o = 16; o > 0; o >>= 1) {
+        v.x += __shfl_xor_sync(0xffffffff, v.x, o);
+        v.y += __shfl_xor_sync(0xffffffff, v.y, o);
+    }
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : make_float2(0.0f, 0.0f);
+        for (int o = 16; o > 0; o >>= 1) {
+            v.x += __shfl_xor_sync(0xffffffff, v.x, o);
+            v.y += __shfl_xor_sync(0xffffffff, v.y, o);
+        }
+        if (threadIdx.x == 0) red[32] = v;
+    }
+    __syncthreads();
+    return red[32];
+}
+
+__device__ __forceinline__ float silu(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
+
+__device__ __forceinline__ int channel_of(int c, int spatial, float inv_spatial) {
+    int ch = __float2int_rz((float)c * inv_spatial);
+    if (ch * spatial > c) --ch;
+    else if ((ch + 1) * spatial <= c) ++ch;
+    return ch;
+}
+
+__device__ __forceinline__ void add4(float2& s, float4 v, float K) {
+    const float a = v.x - K, b = v.y - K, c = v.z - K, d = v.w - K;
+    s.x += (a + b) + (c + d);
+    s.y += (a * a + b * b) + (c * c + d * d);
+}
+
+__global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts) {
+    extern __shared__ float4 buf[];
+    __shared__ float2 red[33];
+    __shared__ float2 sums;
+    const int64_t per_group = channels / num_groups;
+    const int count = (int)(per_group * spatial);
+    const int n4 = count / 4 / parts;  // this block's float4s
+    const int64_t g = blockIdx.x / parts;
+    const int begin4 = (int)(blockIdx.x % parts) * n4;
+    const float* xg = x + g * count;
+    const float4* x4 = reinterpret_cast<const float4*>(xg) + begin4;
+    float4* y4 = reinterpret_cast<float4*>(out + g * count) + begin4;
+    const float K = __ldg(xg);
+    float2 s = make_float2(0.0f, 0.0f);
+    int i;
+#if defined(BULK_LOAD)
+    // one bulk copy (the tensor memory accelerator) brings the block's part into shared memory
+    __shared__ alignas(8) unsigned long long bar;
+    const unsigned bar_s = (unsigned)__cvta_generic_to_shared(&bar);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared.b64 [%0], 1;\n" ::"r"(bar_s));
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(bar_s), "r"(n4 * 16) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                     ::"r"((unsigned)__cvta_generic_to_shared(buf)), "l"(x4), "r"(n4 * 16), "r"(bar_s) : "memory");
+    }
+    __syncthreads();  // the barrier is initialized before anyone waits on it
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar_s) : "memory");
+    for (i = threadIdx.x; i < n4; i += THREADS) add4(s, buf[i], K);
+#elif defined(LOAD_ASYNC)
+    // every load of the block's part in flight at once, straight into shared memory, then summed from there by the
+    // thread that loaded it; in SPLIT groups, each summed as soon as it has arrived
+#ifndef SPLIT
+#define SPLIT 1
+#endif
+    const int per = (n4 + SPLIT * THREADS - 1) / (SPLIT * THREADS) * THREADS;  // float4s a group
+    for (int gi = 0; gi < SPLIT; ++gi) {
+        for (i = gi * per + threadIdx.x; i < min(n4, (gi + 1) * per); i += THREADS) {
+            const unsigned dst = (unsigned)__cvta_generic_to_shared(buf + i);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(x4 + i));
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
+#pragma unroll
+    for (int gi = 0; gi < SPLIT; ++gi) {
+        if (SPLIT - 1 - gi == 3) asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+        if (SPLIT - 1 - gi == 2) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+        if (SPLIT - 1 - gi == 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        if (SPLIT - 1 - gi == 0) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        for (i = gi * per + threadIdx.x; i < min(n4, (gi + 1) * per); i += THREADS) add4(s, buf[i], K);
+    }
+#else
+    i = threadIdx.x;
+    for (; i + (UNROLL - 1) * THREADS < n4; i += UNROLL * THREADS) {
+        float4 v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) v[u] = __ldcs(x4 + i + u * THREADS);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            buf[i + u * THREADS] = v[u];
+            add4(s, v[u], K);
+        }
+    }
+    for (; i < n4; i += THREADS) {
+        const float4 v = __ldcs(x4 + i);
+        buf[i] = v;
+        add4(s, v, K);
+    }
+#endif
+    s = block_sum2(s, red);  // its __syncthreads also orders buf's stores before the reads below
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (parts > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0) sums = s;
+        cluster.sync();
+        s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(&sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
+        for (int o = 16; o > 0; o >>= 1) {
+            s.x += __shfl_xor_sync(0xffffffff, s.x, o);
+            s.y += __shfl_xor_sync(0xffffffff, s.y, o);
+        }
+        cluster.barrier_arrive();  // read; waited for before leaving
+    }
+#endif
+    const float mean_k = s.x / (float)count;
+    const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
+    const float* wg = weight + (g % num_groups) * per_group;
+    const float* bg = bias + (g % num_groups) * per_group;
+    const float inv_spatial = 1.0f / (float)spatial;
+    for (i = threadIdx.x; i < n4; i += THREADS) {
+        const float4 v = buf[i];
+        const int ch = channel_of(4 * (begin4 + i), spatial, inv_spatial);  // spatial % 4 == 0 (the launcher checks)
+        const float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
+        const float4 y = make_float4(silu(v.x * scale + shift), silu(v.y * scale + shift), silu(v.z * scale + shift),
+                                     silu(v.w * scale + shift));
+#if defined(BULK_STORE)
+        buf[i] = y;  // in place; one bulk copy writes the part out
+#else
+        __stcs(y4 + i, y);
+#endif
+    }
+#if defined(BULK_STORE)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the stores above, seen by the bulk copy
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                     ::"l"(y4), "r"((unsigned)__cvta_generic_to_shared(buf)), "r"(n4 * 16) : "memory");
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // shared memory read before the block ends
+    }
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (parts > 1) cg::this_cluster().barrier_wait();
+#endif
+}
+
+extern "C" void kernel_forward(const float* x, const float* weight, const float* bias, float* out,
+                               int64_t batch, int64_t channels, int64_t spatial, float eps, int64_t num_groups,
+                               cudaStream_t stream) {
+    const int64_t count = channels / num_groups * spatial, slices = batch * num_groups;
+    if (slices <= 0 || count <= 0 || spatial % 4 || (uintptr_t)x % 16 || (uintptr_t)out % 16) return;
+#if PARTS_MAX > 8
+    cudaFuncSetAttribute(group_norm_silu_smem, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+#endif
+    int parts = 1;
+    while (parts < PARTS_MAX && (count * 4 / parts > SMEM_KB * 1024 || count % (4 * parts * 2) == 0 && slices * parts < 264))
+        parts *= 2;  // small enough for a block; with few slices, more blocks a slice
+    if (count * 4 / parts > SMEM_KB * 1024 || count % (4 * parts)) return;  // not handled here
+    const int bytes = (int)(count * 4 / parts);
+    cudaFuncSetAttribute(group_norm_silu_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)(slices * parts));
+    config.blockDim = dim3(THREADS);
+    config.dynamicSmemBytes = bytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = (unsigned)parts;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = parts > 1 ? 1 : 0;
+    cudaLaunchKernelEx(&config, group_norm_silu_smem, x, weight, bias, out, channels, (int)spatial, num_groups, eps,
+                       parts);
+}
