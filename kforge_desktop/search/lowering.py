@@ -7,8 +7,9 @@ logsumexp, a bias and an activation, a norm with or without weight, a mean over 
 operators the forward runs (traced with ``make_fx``, composite operators decomposed) map one to one to C:
 the lowering writes, per row, one loop per reduction and one loop for the outputs, in the scaffold's
 signature. Along a middle dimension the rows are (before, after) index pairs whose values lie ``inner``
-apart. It is correct by construction and not fast (every reduction re-reads the row); the search's edits
-make it fast.
+apart. It is correct by construction; on the CPU its loops vectorize (SIMD reductions, exp, tanh and erf as
+float arithmetic, compares for a maximum), but every reduction re-reads the row: the search's edits make it
+faster.
 
 A pooling (max or average, one or two dimensions, with padding, stride, dilation, ceil mode) is written
 as one loop over its window per output value (``lowering_pool.py``); both read the forward as
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..csource.items import function_text
 from ..problem.problem import Problem
 from .lowering_pool import POOLS, lower_pool
 from .lowering_trace import PARALLEL, Unsupported, literal, op_name, trace
@@ -40,6 +42,15 @@ _UNARY = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(
           "sin": "sinf({})", "cos": "cosf({})", "neg": "(-{})", "reciprocal": "(1.0f / {})",
           "sigmoid": "(1.0f / (1.0f + expf(-{})))", "relu": "fmaxf({}, 0.0f)", "logical_not": "(!{})",
           "sign": "(float)(({0} > 0.0f) - ({0} < 0.0f))", "floor": "floorf({})", "ceil": "ceilf({})"}
+# On the CPU, what vectorizes: exp, tanh and erf as plain float arithmetic (the exemplars' fast_exp and erf_approx; a
+# loop that calls expf, tanhf or erff is not vectorized: the lowered quick_gelu ran at 0.22x eager with expf, 1.9x
+# with fast_exp), and a maximum or minimum as a compare (a loop of fmaxf ran 25x slower than one of compares); the
+# compares let a NaN through, as torch does, where fmaxf drops it. CUDA keeps the library's (one instruction each).
+_MAX_CPP, _MIN_CPP = "(({0} > {1} || {0} != {0}) ? {0} : {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"
+_UNARY_CPP = {"exp": "fast_exp({})", "sigmoid": "(1.0f / (1.0f + fast_exp(-{})))",
+              "tanh": "(1.0f - 2.0f / (1.0f + fast_exp(2.0f * {})))", "erf": "erf_approx({})",
+              "relu": "(({0} > 0.0f || {0} != {0}) ? {0} : 0.0f)"}
+_BINARY_CPP = {"maximum": _MAX_CPP, "minimum": _MIN_CPP}
 _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "maximum": "fmaxf({}, {})", "minimum": "fminf({}, {})", "gt": "({} > {})", "lt": "({} < {})",
            "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
@@ -163,7 +174,7 @@ def _write(graph, tensors: list, named: list, scaffold: Scaffold, dim: int) -> s
     names = [a.name for a in inputs] + [a.name for a in params]
     scalars = {float(a.value): a.name for a in scaffold.args
                if a.role == "scalar" and a.ctype == "float" and isinstance(a.value, (int, float))}
-    w = _Writer(layout, scalars)
+    w = _Writer(layout, scalars, scaffold.language)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node, cname, t in zip(placeholders, names, tensors + [p for _, p in named]):
         if t.dtype not in (torch.float32, torch.bool):
@@ -191,8 +202,13 @@ class _Writer:
     """Statements of one row: reductions as loops in the order the graph computes them, then one loop for
     the full-size outputs. Values are named after their node: ``v_<node>``."""
 
-    def __init__(self, layout: _Rows, scalars: dict[float, str] | None = None) -> None:
+    def __init__(self, layout: _Rows, scalars: dict[float, str] | None = None, language: str = "cpp") -> None:
         self.layout = layout
+        self.language = language
+        cpp = language == "cpp"
+        self.unary = {**_UNARY, **(_UNARY_CPP if cpp else {})}
+        self.binary = {**_BINARY, **(_BINARY_CPP if cpp else {})}
+        self.max, self.min = (_MAX_CPP, _MIN_CPP) if cpp else ("fmaxf({0}, {1})", "fminf({0}, {1})")
         self.scalars = scalars or {}  # a scalar argument's value -> its name: the kernel reads the argument
         self.kind: dict = {}
         self.expr: dict = {}  # node -> C expression (inputs, literals) or the variable holding it
@@ -237,18 +253,18 @@ class _Writer:
             return
         kind = self._combined(node, val)
         vals = [self.value(a) for a in args if isinstance(a, (torch.fx.Node, bool, int, float))]
-        if op in _UNARY and vals:
-            expr = _UNARY[op].format(vals[0][0])
+        if op in self.unary and vals:
+            expr = self.unary[op].format(vals[0][0])
         elif op == "pow" and len(args) == 2 and not isinstance(args[1], torch.fx.Node):
             e = float(args[1])
             base = vals[0][0]
             expr = {2.0: f"({base} * {base})", 1.0: base, 0.5: f"sqrtf({base})", 3.0: f"({base} * {base} * {base})",
                     -1.0: f"(1.0f / {base})"}.get(e, f"powf({base}, {literal(e)})")
-        elif op in _BINARY and len(vals) >= 2:
-            expr = _BINARY[op].format(vals[0][0], vals[1][0])
+        elif op in self.binary and len(vals) >= 2:
+            expr = self.binary[op].format(vals[0][0], vals[1][0])
             alpha = node.kwargs.get("alpha")
             if op in ("add", "sub") and alpha not in (None, 1):
-                expr = _BINARY[op].format(vals[0][0], f"{literal(alpha)} * {vals[1][0]}")
+                expr = self.binary[op].format(vals[0][0], f"{literal(alpha)} * {vals[1][0]}")
         elif op == "where" and len(vals) == 3:
             expr = f"({vals[0][0]} ? {vals[1][0]} : {vals[2][0]})"
         elif op in ("clamp", "clamp_min", "clamp_max", "hardtanh"):
@@ -258,9 +274,9 @@ class _Writer:
                 lo, hi = None, args[1]
             expr = vals[0][0]
             if lo is not None:
-                expr = f"fmaxf({expr}, {self.value(lo)[0]})"
+                expr = self.max.format(expr, self.value(lo)[0])
             if hi is not None:
-                expr = f"fminf({expr}, {self.value(hi)[0]})"
+                expr = self.min.format(expr, self.value(hi)[0])
         else:
             raise Unsupported(f"the operator {space}.{op}")
         self._result(node, kind, expr)
@@ -303,9 +319,13 @@ class _Writer:
             visit(n)
         return [self.inner[n][0] for n in seen]
 
-    def _loop(self, statements: list[str]) -> list[str]:
+    def _loop(self, statements: list[str], *reductions: str) -> list[str]:
+        """A loop over the row's values; a C++ reduction loop (``reductions``: "+ : v_sum") is a SIMD one: a float
+        sum is not vectorized otherwise (its order would change)."""
         n = self.layout.cols_name
-        return [f"for (int64_t c = 0; c < {n}; ++c) {{", *[f"    {s}" for s in statements], "}"]
+        simd = ["#pragma omp simd " + " ".join(f"reduction({r})" for r in reductions)] \
+            if reductions and self.language == "cpp" else []
+        return [*simd, f"for (int64_t c = 0; c < {n}; ++c) {{", *[f"    {s}" for s in statements], "}"]
 
     def _reduce(self, node, op: str, val: torch.Tensor, args: list) -> None:
         src = args[0]
@@ -321,15 +341,25 @@ class _Writer:
         pre = self._inner_statements([src])
         if op == "var":  # prims.var(x, dims, correction): the mean first, then the squared deviations
             correction = float(args[2]) if len(args) > 2 else float(node.kwargs.get("correction", 1) or 0)
-            self.body += [f"float {var}_mean = 0.0f;", *self._loop(pre + [f"{var}_mean += {x};"]),
+            self.body += [f"float {var}_mean = 0.0f;", *self._loop(pre + [f"{var}_mean += {x};"], f"+ : {var}_mean"),
                           f"{var}_mean /= (float){self.layout.cols_name};", f"float {var} = 0.0f;",
-                          *self._loop(pre + [f"{var} += ({x} - {var}_mean) * ({x} - {var}_mean);"]),
+                          *self._loop(pre + [f"{var} += ({x} - {var}_mean) * ({x} - {var}_mean);"], f"+ : {var}"),
                           f"{var} /= (float){self.layout.cols_name} - {literal(correction)};"]
         else:
             start = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "(-INFINITY)", "amin": "INFINITY"}[op]
             step = {"sum": f"{var} += {x};", "mean": f"{var} += {x};", "prod": f"{var} *= {x};",
                     "amax": f"{var} = fmaxf({var}, {x});", "amin": f"{var} = fminf({var}, {x});"}[op]
-            self.body += [f"float {var} = {start};", *self._loop(pre + [step])]
+            combine = {"sum": "+", "mean": "+", "prod": "*", "amax": "max", "amin": "min"}[op]
+            if op in ("amax", "amin") and self.language == "cpp":
+                # a compare, and a NaN seen on the way makes the result NaN, as in torch: a SIMD loop of fmaxf ran
+                # 12x slower (the lowered log_softmax's max), and fmaxf drops a NaN
+                cmp = ">" if op == "amax" else "<"
+                self.body += [f"float {var} = {start};", f"int {var}_nan = 0;",
+                              *self._loop(pre + [f"{var} = {x} {cmp} {var} ? {x} : {var};", f"{var}_nan |= {x} != {x};"],
+                                          f"{combine} : {var}", f"| : {var}_nan"),
+                              f"if ({var}_nan) {var} = NAN;"]
+            else:
+                self.body += [f"float {var} = {start};", *self._loop(pre + [step], f"{combine} : {var}")]
             if op == "mean":
                 self.body.append(f"{var} /= (float){self.layout.cols_name};")
         self.define(node, "row", var)
@@ -353,13 +383,13 @@ class _Writer:
                 "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
         if scaffold.language == "cpp":
             if last:
-                return (head + scaffold.signature() + " {\n" + PARALLEL.format("") +
-                        "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
-            return (head + scaffold.signature() + " {\n" + PARALLEL.format(" collapse(2)") +
-                    "    for (int64_t o = 0; o < louter; ++o) {\n"
-                    "        for (int64_t i = 0; i < linner; ++i) {\n"
-                    "            const int64_t r = o * linner + i;  // the row's index in an output of one value a row\n"
-                    + row_body + "\n        }\n    }\n}\n")
+                return _with_math(head + scaffold.signature() + " {\n" + PARALLEL.format("") +
+                                  "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
+            return _with_math(head + scaffold.signature() + " {\n" + PARALLEL.format(" collapse(2)") +
+                              "    for (int64_t o = 0; o < louter; ++o) {\n"
+                              "        for (int64_t i = 0; i < linner; ++i) {\n"
+                              "            const int64_t r = o * linner + i;  // the row's index in an output of one "
+                              "value a row\n" + row_body + "\n        }\n    }\n}\n")
         rows = "rows" if last else "louter * linner"
         split = "" if last else "        const int64_t o = r / linner, i = r % linner;\n"
         params = ", ".join(a.decl for a in scaffold.args)
@@ -372,3 +402,15 @@ class _Writer:
                 f"    lowered_rows<<<(unsigned)(({rows} + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
 
 
+def _with_math(kernel: str) -> str:
+    """A C++ kernel with the definitions of the exemplars' vectorizable functions it calls (erf_approx from
+    bias_gelu_erf, above the kernel; fast_exp from row_softmax, above its first caller)."""
+    from .exemplars import load_exemplars, provide_helpers
+
+    if "erf_approx(" in kernel:
+        ex = next((e for e in load_exemplars("cpp") if e.name == "bias_gelu_erf"), None)
+        helper = function_text(ex.code, "erf_approx") if ex is not None else None
+        if helper is None:
+            raise Unsupported("no erf_approx to call")
+        kernel = helper.strip() + "\n\n" + kernel
+    return provide_helpers(kernel, "cpp")[0]

@@ -36,6 +36,12 @@ REFERENCES = {
                               "[torch.randn(3, 5, 7, 2)]", "[]"),
     "gelu_tanh_and_row_max": ("pass", "return F.gelu(x, approximate='tanh') - x.amax(dim=-1, keepdim=True)",
                               "[torch.randn(9, 33)]", "[]"),
+    # the C++ forms that vectorize: erf, tanh, sigmoid and exp as float arithmetic, maximum/minimum/clamp/relu as
+    # compares, a minimum over the row
+    "exact_gelu_clamped": ("pass", "return F.gelu(x).clamp(-0.1, 1.5)", "[torch.randn(8, 70) * 2]", "[]"),
+    "tanh_sigmoid_maximum": ("pass", "return torch.maximum(torch.tanh(x), torch.sigmoid(y)) - torch.relu(x - 1.0)",
+                             "[torch.randn(5, 40) * 3, torch.randn(5, 40) * 3]", "[]"),
+    "minus_row_min": ("pass", "return torch.exp(-(x - x.amin(dim=-1, keepdim=True)))", "[torch.randn(7, 30)]", "[]"),
     # poolings: one loop over the window per output value, padding, ceil mode and dilation as torch has them
     "max_pool1d_overlap": ("self.pool = nn.MaxPool1d(3, stride=2, padding=1)", "return self.pool(x)",
                            "[torch.randn(4, 6, 37)]", "[]"),
@@ -104,6 +110,18 @@ def test_a_reference_without_an_exemplar_is_lowered_to_a_kernel_that_computes_it
         assert "* scale)" in kernel and "1.7f" not in kernel
     if name == "l1_normalize_square":  # 32 x 32: the row sums are per row, not per column
         assert "v_sum" in kernel
+
+
+def test_a_nan_in_the_input_comes_out_where_torch_puts_it(tmp_path, build_cache):
+    """A NaN in a row makes that row's maximum NaN and relu(NaN) is NaN, in torch and in the lowered kernel
+    (fmaxf would have dropped it)."""
+    inputs = "[torch.where(torch.arange(60).reshape(6, 10) == 13, float('nan'), torch.randn(6, 10))]"
+    problem = _problem(tmp_path, "relu_plus_row_max", "pass", "return torch.relu(x) + x.amax(dim=-1, keepdim=True)",
+                       inputs, "[]")
+    scaffold = build_scaffold(problem)
+    want, got = _run(problem, scaffold, lower(problem, scaffold))
+    assert torch.isnan(want[1]).all() and not torch.isnan(want[0]).any()  # row 1 holds the NaN
+    torch.testing.assert_close(got, want, equal_nan=True, atol=1e-5, rtol=1e-5)
 
 
 def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
