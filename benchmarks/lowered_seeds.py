@@ -19,6 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+def fmt(x: float | None, spec: str) -> str:
+    return format(x, spec) if x is not None else "-"
+
+
 def main() -> None:
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.kernels.options import EvalOptions
@@ -51,7 +55,6 @@ def main() -> None:
             row = {"problem": problem.name, "status": v.status, "seed_ms": v.latency_ms, "eager_ms": v.baseline_ms,
                    "speedup": v.speedup, "reason": v.reason}
             rows.append(row)
-            fmt = (lambda x, f: format(x, f) if x is not None else "-")
             print(f"{problem.name:24} {v.status:10} {fmt(v.latency_ms, '9.4f')} {fmt(v.baseline_ms, '9.4f')} "
                   f"{fmt(v.speedup, '8.2f')}x", flush=True)
     if args.json:
