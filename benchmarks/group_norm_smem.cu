@@ -47,6 +47,27 @@ __device__ float2 block_sum2(float2 v, float2* red) {
 
 __device__ __forceinline__ float silu(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
 
+#ifndef SILU_MODE
+#define SILU_MODE 0  // 0: silu(y) = y / (1 + __expf(-y)); 1: exp2 of a second FMA with log2(e) folded into scale
+#endif               // and shift (one multiply less a value); 2: no SiLU (the plain norm's cost, for comparison)
+
+__device__ __forceinline__ float ex2(float v) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+// the output of one value, normalized as v * scale + shift
+__device__ __forceinline__ float out1(float v, float scale, float shift, float scale2, float shift2) {
+#if SILU_MODE == 1
+    return __fdividef(v * scale + shift, 1.0f + ex2(v * scale2 + shift2));  // scale2 = -scale log2(e), ...
+#elif SILU_MODE == 2
+    return v * scale + shift;
+#else
+    return silu(v * scale + shift);
+#endif
+}
+
 __device__ __forceinline__ int channel_of(int c, int spatial, float inv_spatial) {
     int ch = __float2int_rz((float)c * inv_spatial);
     if (ch * spatial > c) --ch;
@@ -153,12 +174,31 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
     const float* wg = weight + (g % num_groups) * per_group;
     const float* bg = bias + (g % num_groups) * per_group;
     const float inv_spatial = 1.0f / (float)spatial;
+#if defined(WALK)
+    // the channel followed as i steps (no division a float4): scale and shift recomputed when it changes
+    int c = 4 * (begin4 + (int)threadIdx.x), ch = c / spatial, end = (ch + 1) * spatial;
+    float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
+#endif
+#ifdef WRITE_UNROLL
+    constexpr int write_unroll = WRITE_UNROLL;
+#pragma unroll write_unroll
+#endif
     for (i = threadIdx.x; i < n4; i += THREADS) {
         const float4 v = buf[i];
+#if defined(WALK)
+        if (c >= end) {
+            while (c >= end) ++ch, end += spatial;
+            scale = inv_std * __ldg(wg + ch);
+            shift = __ldg(bg + ch) - mean * scale;
+        }
+        c += 4 * THREADS;
+#else
         const int ch = channel_of(4 * (begin4 + i), spatial, inv_spatial);  // spatial % 4 == 0 (the launcher checks)
         const float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
-        const float4 y = make_float4(silu(v.x * scale + shift), silu(v.y * scale + shift), silu(v.z * scale + shift),
-                                     silu(v.w * scale + shift));
+#endif
+        const float scale2 = -1.4426950409f * scale, shift2 = -1.4426950409f * shift;
+        const float4 y = make_float4(out1(v.x, scale, shift, scale2, shift2), out1(v.y, scale, shift, scale2, shift2),
+                                     out1(v.z, scale, shift, scale2, shift2), out1(v.w, scale, shift, scale2, shift2));
 #if defined(BULK_STORE)
         buf[i] = y;  // in place; one bulk copy writes the part out
 #else

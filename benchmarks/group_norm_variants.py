@@ -45,7 +45,14 @@ VARIANTS = {"exemplar": (ROOT / "resources/exemplars/cuda/group_norm_silu.cu", [
             "async32_split2": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSPLIT=2"]),
             "async32_split4": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSPLIT=4"]),
             "async32_bulkstore": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DBULK_STORE"]),
-            "bulkload32": (SMEM, ["-DSMEM_KB=32", "-DBULK_LOAD"])}
+            "bulkload32": (SMEM, ["-DSMEM_KB=32", "-DBULK_LOAD"]),
+            # the write-out of async32: exp2 with log2(e) folded in (SILU_MODE=1), the channel followed instead of
+            # found by a division (WALK), the loop unrolled; SILU_MODE=2 has no SiLU (a reference, not correct)
+            "async32_ex2": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=1"]),
+            "async32_walk": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DWALK"]),
+            "async32_ex2_walk": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=1", "-DWALK"]),
+            "async32_ex2_walk_u4": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=1", "-DWALK", "-DWRITE_UNROLL=4"]),
+            "async32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=2"])}
 if os.environ.get("GN_VARIANTS"):  # a comma-separated subset
     VARIANTS = {k: VARIANTS[k] for k in os.environ["GN_VARIANTS"].split(",")}
 WRAP = r'''

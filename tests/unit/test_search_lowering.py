@@ -34,6 +34,11 @@ REFERENCES = {
     "mean_over_middle_dim": ("pass", "return x.mean(dim=1)", "[torch.randn(4, 8, 16)]", "[]"),
     "centred_over_channels": ("pass", "return torch.relu(x - x.mean(dim=1, keepdim=True)) * 2.0",
                               "[torch.randn(3, 5, 7, 2)]", "[]"),
+    # along a middle dimension in tiles of up to 256 rows: a partial last tile (300 = 256 + 44), a maximum with its
+    # NaN flag and a variance, per row of the tile
+    "channel_max_two_tiles": ("pass", "return x - x.amax(dim=1, keepdim=True)", "[torch.randn(2, 6, 300)]", "[]"),
+    "channel_standardize": ("pass", "return (x - x.mean(dim=1, keepdim=True)) / torch.sqrt(x.var(dim=1, keepdim=True, "
+                            "unbiased=False) + 1e-5)", "[torch.randn(3, 7, 260) * 2 + 1]", "[]"),
     "gelu_tanh_and_row_max": ("pass", "return F.gelu(x, approximate='tanh') - x.amax(dim=-1, keepdim=True)",
                               "[torch.randn(9, 33)]", "[]"),
     # the C++ forms that vectorize: erf, tanh, sigmoid and exp as float arithmetic, maximum/minimum/clamp/relu as
@@ -121,6 +126,14 @@ def test_a_nan_in_the_input_comes_out_where_torch_puts_it(tmp_path, build_cache)
     scaffold = build_scaffold(problem)
     want, got = _run(problem, scaffold, lower(problem, scaffold))
     assert torch.isnan(want[1]).all() and not torch.isnan(want[0]).any()  # row 1 holds the NaN
+    torch.testing.assert_close(got, want, equal_nan=True, atol=1e-5, rtol=1e-5)
+    # the same along a middle dimension (the tiled form): the NaN at [0, 2, 5] makes column 5 of sample 0 NaN
+    inputs = "[torch.where(torch.arange(120).reshape(2, 6, 10) == 25, float('nan'), torch.randn(2, 6, 10))]"
+    problem = _problem(tmp_path, "relu_plus_channel_max", "pass",
+                       "return torch.relu(x) + x.amax(dim=1, keepdim=True)", inputs, "[]")
+    scaffold = build_scaffold(problem)
+    want, got = _run(problem, scaffold, lower(problem, scaffold))
+    assert torch.isnan(want[0, :, 5]).all() and torch.isnan(want).sum() == 6
     torch.testing.assert_close(got, want, equal_nan=True, atol=1e-5, rtol=1e-5)
 
 
