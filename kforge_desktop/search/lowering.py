@@ -7,9 +7,11 @@ logsumexp, a bias and an activation, a norm with or without weight, a mean over 
 operators the forward runs (traced with ``make_fx``, composite operators decomposed) map one to one to C:
 the lowering writes, per row, one loop per reduction and one loop for the outputs, in the scaffold's
 signature. Along a middle dimension the rows are (before, after) index pairs whose values lie ``inner``
-apart. It is correct by construction; on the CPU its loops vectorize (SIMD reductions, exp, tanh and erf as
-float arithmetic, compares for a maximum), but every reduction re-reads the row: the search's edits make it
-faster.
+apart; in C++ they are taken a tile of consecutive rows at a time, so that every loop reads memory in order.
+It is correct by construction; on the CPU its loops vectorize (SIMD reductions, exp, tanh and erf as float
+arithmetic, compares for a maximum); in CUDA a warp takes a row along the last dimension (one thread a row
+along a middle one, where neighbouring threads read neighbouring values). Every reduction re-reads the row:
+the search's edits make it faster.
 
 A pooling (max or average, one or two dimensions, with padding, stride, dilation, ceil mode) is written
 as one loop over its window per output value (``lowering_pool.py``); both read the forward as

@@ -1,6 +1,8 @@
 """A pooling lowered to plain loops: a forward that is one max or average pooling (1-D or 2-D, padding,
 stride, dilation, ceil mode, divisor) becomes one loop over each output value's window, in the scaffold's
-signature (C++ with the planes in parallel, or CUDA with a thread an output value)."""
+signature (C++ with the planes in parallel, or CUDA with a thread an output value). In C++ a max pooling's
+outputs whose window lies inside the input along the width run in a SIMD loop with no bounds to check and the
+maximum as a select (a branch a value mispredicted half the time: 0.13x eager on an overlapping pooling)."""
 
 from __future__ import annotations
 
@@ -100,28 +102,50 @@ def lower_pool(graph, tensors: list, named: list, scaffold: Scaffold) -> str:
         else:
             body.append("const float v = sum / (float)(" + " * ".join(f"({i}e - {i}s)" for _o, i, *_r in dims)
                         + ");  // padding not counted")
-    else:
-        body.append("float v = -INFINITY;")
-        close = []
-        for depth, (_o, i, k, _st, _pad, dil, n) in enumerate(dims):
-            ind = "    " * depth
-            j = "j" if i == "iw" else "i"
-            body += [ind + f"for (int64_t {j} = 0; {j} < {k}; ++{j}) {{",
-                     ind + f"    const int64_t {i} = {i}0 + {j}{f' * {dil}' if dil != 1 else ''};",
-                     ind + f"    if ({i} < 0 || {i} >= {n}) continue;"]
-            close.insert(0, ind + "}")
-        ind = "    " * len(dims)
-        body += [ind + f"const float e = {element};", ind + "if (e > v || e != e) v = e;  // a NaN wins, as in torch",
-                 *close]
-    body.append(f"{out}[(r * loh + p) * low + q] = v;" if tall else f"{out}[r * low + q] = v;")
+    store = f"{out}[(r * loh + p) * low + q] = v;" if tall else f"{out}[r * low + q] = v;"
+    inside = None  # max pooling in C++: the body of an output whose window lies inside the input along the width
+    if not average:
+        def window(checked_w: bool) -> list[str]:
+            lines, close = ["float v = -INFINITY;"], []
+            for depth, (_o, i, k, _st, _pad, dil, n) in enumerate(dims):
+                ind = "    " * depth
+                j = "j" if i == "iw" else "i"
+                lines += [ind + f"for (int64_t {j} = 0; {j} < {k}; ++{j}) {{",
+                          ind + f"    const int64_t {i} = {i}0 + {j}{f' * {dil}' if dil != 1 else ''};"]
+                if i != "iw" or checked_w:
+                    lines.append(ind + f"    if ({i} < 0 || {i} >= {n}) continue;")
+                close.insert(0, ind + "}")
+            ind = "    " * len(dims)
+            return lines + [ind + f"const float e = {element};",
+                            ind + "v = (e > v) | (e != e) ? e : v;  // a NaN wins, as in torch; a select, not a branch",
+                            *close]
+
+        if scaffold.language == "cpp":
+            inside = [*body, *window(False), store]
+        body += window(True)
+    body.append(store)
     head = "\n".join(lines) + "\n"
     if scaffold.language == "cpp":
-        loops = ["for (int64_t r = 0; r < lplanes; ++r) {"] + (["for (int64_t p = 0; p < loh; ++p) {"] if tall else []) \
-            + ["for (int64_t q = 0; q < low; ++q) {"]
+        loops = ["for (int64_t r = 0; r < lplanes; ++r) {"] + (["for (int64_t p = 0; p < loh; ++p) {"] if tall else [])
         text = [PARALLEL.format(" collapse(2)" if tall else "").rstrip("\n")]
         text += [" " * 4 * (i + 1) + s for i, s in enumerate(loops)]
-        depth = len(loops) + 1
-        text += [" " * 4 * depth + s for s in body]
+        ind = " " * 4 * (len(loops) + 1)
+        if inside is None:
+            text += [ind + "for (int64_t q = 0; q < low; ++q) {", *[ind + "    " + s for s in body], ind + "}"]
+        else:
+            # the outputs whose window lies inside the input along the width (q in [lqs, lqe)) in a SIMD loop with
+            # no bounds to check; those whose window crosses the padding or the end (left of lqs, then right of
+            # lqe) in a loop that checks them
+            _o, _i, k, st, pad, dil, _n = dims[-1]
+            qs = min(-(-pad // st), ow)
+            last = w - 1 + pad - (k - 1) * dil  # q * st may reach this
+            qe = max(qs, min(ow, last // st + 1 if last >= 0 else 0))
+            head += f"constexpr int64_t lqs = {qs}, lqe = {qe};  // the outputs whose window lies inside the input\n"
+            text += [ind + "#pragma omp simd", ind + "for (int64_t q = lqs; q < lqe; ++q) {",
+                     *[ind + "    " + s for s in inside], ind + "}",
+                     ind + "for (int64_t edge = 0; edge < 2; ++edge) {  // left of lqs, then right of lqe",
+                     ind + "    for (int64_t q = edge ? lqe : 0; q < (edge ? low : lqs); ++q) {",
+                     *[ind + "        " + s for s in body], ind + "    }", ind + "}"]
         text += [" " * 4 * (i + 1) + "}" for i in reversed(range(len(loops)))]
         return head + scaffold.signature() + " {\n" + "\n".join(text) + "\n}\n"
     params = ", ".join(a.decl for a in scaffold.args)

@@ -1,5 +1,5 @@
-"""The reference lowered to plain loops, in CUDA (one thread a row; a thread an output value for a
-pooling): built with nvcc and verified on the GPU like any seed, on every reference the CPU test lowers
+"""The reference lowered to plain loops, in CUDA (a warp a row along the last dimension, one thread a row
+along a middle one; a thread an output value for a pooling): built with nvcc and verified on the GPU like any seed, on every reference the CPU test lowers
 and on the dev problems of the generalization benchmark that it reaches."""
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ REFERENCES = {
     # poolings: one loop over the window per output value, padding, ceil mode and dilation as torch has them
     "max_pool1d_overlap": ("self.pool = nn.MaxPool1d(3, stride=2, padding=1)", "return self.pool(x)",
                            "[torch.randn(4, 6, 37)]", "[]"),
+    "max_pool1d_ceil_both_edges": ("pass", "return F.max_pool1d(x, 4, 3, 2, ceil_mode=True)", "[torch.randn(2, 3, 23)]",
+                                   "[]"),
     "avg_pool1d_ceil_no_pad": ("pass", "return F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)",
                                "[torch.randn(3, 5, 20)]", "[]"),
     "avg_pool1d_padding_counted": ("pass", "return F.avg_pool1d(x, 4, 3, 2)", "[torch.randn(3, 5, 21)]", "[]"),
