@@ -83,14 +83,20 @@ __device__ __forceinline__ void add4(float2& s, float4 v, float K) {
 
 __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts) {
+    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts, int64_t slices) {
     extern __shared__ float4 buf[];
     __shared__ float2 red[33];
     __shared__ float2 sums;
     const int64_t per_group = channels / num_groups;
     const int count = (int)(per_group * spatial);
     const int n4 = count / 4 / parts;  // this block's float4s
-    const int64_t g = blockIdx.x / parts;
+#if defined(PERSISTENT)
+    // as many clusters as fit at once, each walking over the slices (no cluster launched and retired a slice)
+    for (int64_t g = blockIdx.x / parts, first = 1; g < slices; g += gridDim.x / parts, first = 0) {
+#else
+    {
+    const int64_t g = blockIdx.x / parts, first = 1;
+#endif
     const int begin4 = (int)(blockIdx.x % parts) * n4;
     const float* xg = x + g * count;
     const float4* x4 = reinterpret_cast<const float4*>(xg) + begin4;
@@ -159,6 +165,7 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (parts > 1) {
         cg::cluster_group cluster = cg::this_cluster();
+        if (!first) cluster.barrier_wait();  // every block has read this block's sums of the slice before
         if (threadIdx.x == 0) sums = s;
         cluster.sync();
         s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(&sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
@@ -215,6 +222,7 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
         asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // shared memory read before the block ends
     }
 #endif
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (parts > 1) cg::this_cluster().barrier_wait();
 #endif
@@ -246,6 +254,12 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
     cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
     config.numAttrs = parts > 1 ? 1 : 0;
+#if defined(PERSISTENT)
+    int fit = 0;
+    if (parts > 1 && cudaOccupancyMaxActiveClusters(&fit, (void*)group_norm_silu_smem, &config) == cudaSuccess && fit > 0 &&
+        fit < slices)
+        config.gridDim = dim3((unsigned)(fit * parts));
+#endif
     cudaLaunchKernelEx(&config, group_norm_silu_smem, x, weight, bias, out, channels, (int)spatial, num_groups, eps,
-                       parts);
+                       parts, slices);
 }

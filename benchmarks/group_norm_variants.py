@@ -52,7 +52,10 @@ VARIANTS = {"exemplar": (ROOT / "resources/exemplars/cuda/group_norm_silu.cu", [
             "async32_walk": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DWALK"]),
             "async32_ex2_walk": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=1", "-DWALK"]),
             "async32_ex2_walk_u4": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=1", "-DWALK", "-DWRITE_UNROLL=4"]),
-            "async32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=2"])}
+            "async32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=2"]),
+            # as many clusters as fit at once, each walking over the slices
+            "async32_persistent": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DPERSISTENT"]),
+            "async32_persistent_ex2": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DPERSISTENT", "-DSILU_MODE=1"])}
 if os.environ.get("GN_VARIANTS"):  # a comma-separated subset
     VARIANTS = {k: VARIANTS[k] for k in os.environ["GN_VARIANTS"].split(",")}
 WRAP = r'''
