@@ -133,9 +133,10 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
         Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
                   "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
                   "in the next.", prior=0.17),
-        Directive("hoist_invariants", "Hoist loop invariants: precompute reciprocals (multiply instead of "
-                  "divide), row pointers and constants outside the inner loops. Inputs stay `const float*`: "
-                  "never write into them.", prior=0.07),
+        Directive("hoist_invariants", "Hoist loop invariants: row pointers, constants, and a reciprocal of a "
+                  "divisor that does not change inside the loop (one scalar before it, `const float inv = 1.0f / "
+                  "d;`, then multiply by `inv`), outside the inner loops. No arrays of precomputed values, no "
+                  "allocation. Inputs stay `const float*`: never write into them.", prior=0.07),
         Directive("unroll_accumulators", "Unroll the reduction loop by 4 with four independent accumulators "
                   "(shorter dependency chains): each step handles elements c, c + 1, c + 2, c + 3, one per "
                   "accumulator, so every element is added exactly once, and does for each of the four everything "
@@ -215,6 +216,36 @@ def unrollable(function: str) -> bool:
             and not _STORE.search(code))
 
 
+_SUM_INTO = re.compile(r"(?<![\w\].])(\w+)\s*\+=")
+_MAX_INTO = re.compile(r"\b(\w+)\s*=\s*(?:std::)?(?:max|fmaxf?)\s*\(\s*\1\b|\b(\w+)\s*=\s*[^;?]*\?[^;:]*:\s*\2\s*;")
+
+
+def accumulators(function: str) -> tuple[list[str], list[str]]:
+    """The scalars a function's loops sum into (``s += ...``) and take a maximum into (``m = std::max(m,
+    ...)``, ``m = e > m ? e : m``), each list in order of first use; a store into an array, or a loop's own
+    step (``c += 4``), is neither."""
+    code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(function))
+    sums = list(dict.fromkeys(_SUM_INTO.findall(code)))
+    maxes = list(dict.fromkeys(a or b for a, b in _MAX_INTO.findall(code)))
+    return sums, [m for m in maxes if m not in sums]
+
+
+def simd_text(function: str) -> str:
+    """The SIMD directive for one function, naming its own sums and maxima in the reduction clauses. Shown
+    ``reduction(+ : s)`` on a loop with no sum (an elementwise chain), the default model added a sum ``s`` and
+    wrote it where the output belongs, or left ``s`` undeclared (dev: bias_leaky_relu_scale, quick_gelu,
+    gelu_tanh, max_pool_overlap)."""
+    sums, maxes = accumulators(function)
+    clauses = [f"`reduction(+ : {v})` on the loop that adds into `{v}`" for v in sums]
+    clauses += [f"`reduction(max : {v})` on the loop that takes the maximum `{v}`" for v in maxes]
+    if clauses:
+        return ("Make the inner loops SIMD-friendly: `#pragma omp simd` (" + ", ".join(clauses) + "), no branches "
+                "or function calls inside, contiguous access.")
+    return ("Make the inner loop SIMD-friendly: `#pragma omp simd` on it, no branches or function calls inside, "
+            "contiguous access. It has no scalar sum or maximum: add no `reduction` clause and no new variable, "
+            "and keep writing every output value it writes now.")
+
+
 def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     """Whether asking for directive ``key`` on this kernel can change anything: a kernel that already
     runs its rows in parallel gets no "parallelize the rows" (the model answers with the same code, a
@@ -235,7 +266,11 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
         return bool(accumulates) and len(re.findall(r"\bfor \(\)", code)) >= 3
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
-        return "rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
+        # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
+        # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,
+        # bias_leaky_relu_scale)
+        return ("rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
+                and any(accumulators(kernel)))
     # CUDA: a change the kernel already has is no change (the exemplar seeds load float4 and reduce with
     # shuffles already; asked again, the default model hands the seed back unchanged)
     if key == "vectorized_loads":

@@ -225,6 +225,7 @@ class _Writer:
         self.inner: dict = {}  # inner (full/col) node -> (its statement, the inner nodes it needs)
         self.body: list[str] = []  # statements of a row
         self.stores: list[tuple[str, object]] = []
+        self.reduces = False  # a reduction over the row was lowered (the kernel's head comment says so)
 
     def define(self, node, kind: str, expr: str) -> None:
         self.kind[node], self.expr[node] = kind, expr
@@ -384,6 +385,7 @@ class _Writer:
         if [d for d in reduced if shape[d] != 1] != [self.layout.dim] or "row" not in self.layout.kinds(tuple(val.shape)):
             raise Unsupported(f"{op} over another dimension than the layout's")
         var, x = f"v_{node.name}", self.expr[src]
+        self.reduces = True
         acc, cols = self._ref(var), f"(float){self.layout.cols_name}"
         pre = self._inner_statements([src])
         if op == "var":  # prims.var(x, dims, correction): the mean first, then the squared deviations
@@ -432,9 +434,13 @@ class _Writer:
         last = self.layout.last
         indent = " " * (8 if last else 12) if scaffold.language == "cpp" else " " * 8
         row_body = "\n".join(indent + s for s in body)
-        head = ("// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the "
-                "outputs.\n"
-                "// Correct by construction, not fast: each reduction reads the row again.\n" + self.layout.constants())
+        if self.reduces:
+            head = ("// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the "
+                    "outputs.\n// Correct by construction, not fast: each reduction reads the row again.\n")
+        else:  # said of an elementwise chain, "per reduction" had the model add sums the reference has not
+            head = ("// The reference lowered to plain loops: rows in parallel; every output value computed from the "
+                    "inputs at\n// its own position, in one pass. Correct by construction; no reduction.\n")
+        head += self.layout.constants()
         if scaffold.language == "cpp":
             if last:
                 return _with_math(head + scaffold.signature() + " {\n" + PARALLEL.format("") +

@@ -34,6 +34,7 @@ from .directives import (
     outer_loop,
     reduction_term,
     returns_value,
+    simd_text,
 )
 from .exemplars import (
     EPILOGUE_OPS,
@@ -253,6 +254,8 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
     text = d.prompt_text("cuda" if language == "cuda" else "cpp", length_parameter(helper),
                          returns_value(helper), reduction_term(helper) if d.key == "unroll_accumulators" else "",
                          outer_loop(dict(functions).get(FUNCTION, "")) if target == FUNCTION else None)
+    if d.key == "simd_inner" and language == "cpp":
+        text = simd_text(dict(functions).get(target, ""))
     return Expansion(node_id, "edit", key, text, target)
 
 

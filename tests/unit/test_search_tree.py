@@ -332,6 +332,8 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
                    "  for (int64_t r = 0; r < rows; ++r)\n    for (int64_t c = 0; c < cols; c += 1)\n"
                    "      out[r * cols + c] = x[r * cols + c] > 0.0f ? x[r * cols + c] : 0.2f * x[r * cols + c];\n}\n")
     assert not applicable("single_pass", elementwise) and not applicable("single_pass", parallel)
+    # nothing is read twice: blocks of rows reuse nothing (asked, the model dropped the loop over the columns)
+    assert not applicable("cache_blocking", elementwise.replace("  for (int64_t r", "  #pragma omp parallel for\n  for (int64_t r"))
     two_pass = parallel.replace("out[r] = row_sum(x + r * cols, cols);",
                                 "{\n    float m = x[r * cols];\n    for (int64_t c = 1; c < cols; ++c) m = std::max(m, x[r * cols + c]);\n"
                                 "    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * cols + c] - m;\n  }")
@@ -341,6 +343,48 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert picks and not picks & {"openmp_rows", "fuse_epilogue"}
     text = directive_by_key("cpp", "openmp_rows").prompt_text("cpp")
     assert "```cpp" in text and "same per-row work as before" in text
+
+
+def test_the_simd_request_names_the_functions_own_sums_and_none_where_it_has_none(tmp_path):
+    """Shown `reduction(+ : s)` for an elementwise chain, the default model added a sum `s` and stored it
+    where the output belongs, or left `s` undeclared: the directive names the edited function's own sums
+    and maxima, and says there are none where there are none."""
+    from kforge_desktop.search.directives import accumulators, simd_text
+
+    summing = ("static inline float sum_sq(const float* v, int64_t n) {\n  float acc = 0.0f;\n"
+               "  for (int64_t i = 0; i < n; ++i) acc += v[i] * v[i];\n  return acc;\n}\n")
+    maximum = ("static inline void row_max(const float* v, float* y, int64_t n) {\n  float m = v[0];\n"
+               "  for (int64_t i = 1; i < n; ++i) m = v[i] > m ? v[i] : m;  // acc += in a comment\n  y[0] = m;\n}\n")
+    chain = ("static inline void act(const float* v, float* y, int64_t n) {\n"
+             "  for (int64_t i = 0; i < n; ++i) { y[i] += v[i] > 0.0f ? v[i] : 0.2f * v[i]; }\n}\n")
+    assert accumulators(summing) == (["acc"], []) and accumulators(maximum) == ([], ["m"])
+    assert accumulators(chain) == ([], [])  # a store into the output is not a sum
+    assert "reduction(+ : acc)" in simd_text(summing) and "reduction(+ : s)" not in simd_text(summing)
+    assert "reduction(max : m)" in simd_text(maximum)
+    assert "reduction(" not in simd_text(chain).replace("no `reduction` clause", "")
+    assert "no `reduction` clause" in simd_text(chain) and "every output value" in simd_text(chain)
+    # a session on an elementwise chain: its lowered seed says it reduces nothing, and the first edit of it is
+    # the SIMD request without a sum (blocks of rows do not apply: nothing is read twice)
+    path = tmp_path / "leaky.py"
+    path.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+                    "class Model(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+                    "        self.bias = nn.Parameter(torch.randn(dim))\n\n"
+                    "    def forward(self, x):\n        return F.leaky_relu(x + self.bias, 0.2) * 1.5\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return [64]\n")
+    store = SessionStore(tmp_path / "t.kforge")
+    pid = create_session(store, load_problem(path), SearchConfig(strategy="mcts", budget_candidates=5, seeds=True))
+    eng = SearchEngine(store, pid, generator=None, evaluator=None)
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    assert seed.directive == "lowered" and "no reduction" in seed.kernel_source
+    assert "per reduction" not in seed.kernel_source
+    store.record_verdict(seed.id, ok(2.0), reward(ok(2.0)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(2.0))))
+    eng.post(ev.ExpandFrom(seed.id))
+    eng.apply_commands()
+    exp = eng.next_expansion(Tree(store.nodes(pid)))
+    assert (exp.kind, exp.directive) == ("edit", "simd_inner")
+    assert "no `reduction` clause" in exp.directive_text and "reduction(+ : s)" not in exp.directive_text
+    store.close()
 
 
 def test_a_cuda_seed_is_asked_only_for_changes_it_lacks_and_each_of_the_function_it_concerns():
