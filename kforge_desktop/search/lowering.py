@@ -8,6 +8,8 @@ operators the forward runs (traced with ``make_fx``, composite operators decompo
 the lowering writes, per row, one loop per reduction and one loop for the outputs, in the scaffold's
 signature. Along a middle dimension the rows are (before, after) index pairs whose values lie ``inner``
 apart; in C++ they are taken a tile of consecutive rows at a time, so that every loop reads memory in order.
+Along the last dimension an input may also broadcast with sizes of 1 between others (a key-padding mask given
+per sample, ``keep[:, None, :]``): its element is found from the row's coordinates (``broadcast_index``).
 It is correct by construction; on the CPU its loops vectorize (SIMD reductions, exp, tanh and erf as float
 arithmetic, compares for a maximum); in CUDA a warp takes a row along the last dimension (one thread a row
 along a middle one, where neighbouring threads read neighbouring values). Every reduction re-reads the row:
@@ -39,6 +41,10 @@ from .scaffold import Scaffold
 # operators that only change how a tensor's values are viewed (the kind, from the shape, decides the indexing)
 _VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "broadcast_in_dim", "clone", "alias",
           "detach", "_to_copy", "contiguous", "lift_fresh_copy", "convert_element_type"}
+
+# views that keep a contiguous tensor's memory order (so its elements are found through its own flat index)
+_SAME_ORDER = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "clone", "alias", "detach", "contiguous",
+               "lift_fresh_copy"}
 
 _UNARY = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
           "abs": "fabsf({})", "tanh": "tanhf({})", "erf": "erff({})", "log1p": "log1pf({})", "expm1": "expm1f({})",
@@ -100,10 +106,35 @@ class _Rows:
             return "r * cols + c" if self.last else "(o * lcols + c) * linner + i"
         return {"row": "r", "col": "c", "scalar": "0"}[kind]
 
-    def kinds(self, shape: tuple[int, ...]) -> set[str]:
+    def broadcast_index(self, shape: tuple[int, ...]) -> tuple[str, str] | None:
+        """(kind, index) of a contiguous tensor of ``shape`` that broadcasts against the rows along the last
+        dimension with sizes of 1 between others (a key-padding mask ``keep[:, None, :]``, [8, 1, 128], against
+        scores [8, 128, 128]): the flat index of element (r, c), r's coordinates taken apart with the sizes of
+        the primary input. "full" when it has the columns, "row" when its last size is 1; None otherwise."""
+        p = self.shape
+        if not self.last or not p or len(shape) > len(p):
+            return None
+        v = (1,) * (len(p) - len(shape)) + tuple(shape)
+        if any(a not in (1, b) for a, b in zip(v, p)) or v[-1] not in (1, p[-1]):
+            return None
+        terms, stride = [], 1
+        for d in range(len(p) - 1, -1, -1):
+            if v[d] != 1:
+                if d == len(p) - 1:
+                    terms.append("c")
+                else:
+                    after = math.prod(p[d + 1:-1])
+                    coord = "r" if after == 1 else f"r / {after}"
+                    coord = coord if d == 0 else f"({coord}) % {p[d]}"
+                    terms.append(coord if stride == 1 else f"{coord} * {stride}")
+            stride *= v[d]
+        return ("full" if v[-1] != 1 else "row"), " + ".join(reversed(terms)) or "0"
+
+    def kinds(self, shape: tuple[int, ...], broadcast: bool = False) -> set[str]:
         """What a tensor of this shape can be: full (one value per element), row (one per row: the last
         dimension kept as 1, or dropped), col (one per column, the same in every row: right-aligned as
-        broadcasting aligns it) or scalar. A shape that is none of these cannot be indexed by (r, c)."""
+        broadcasting aligns it) or scalar. A shape that is none of these cannot be indexed by (r, c), except,
+        with ``broadcast``, as what an elementwise result of a broadcast input is (``broadcast_index``)."""
         shape, p, k = tuple(shape), self.shape, self.dim
         found = set()
         if math.prod(shape) == 1:
@@ -114,6 +145,8 @@ class _Rows:
             found.add("col")
         if shape == p[:k] + (1,) + p[k + 1:] or shape == p[:k] + p[k + 1:]:
             found.add("row")
+        if not found and broadcast and self.broadcast_index(shape):
+            found.add(self.broadcast_index(shape)[0])
         if not found:
             raise Unsupported(f"a tensor of shape {list(shape)} against rows of {list(p)}")
         return found
@@ -182,8 +215,19 @@ def _write(graph, tensors: list, named: list, scaffold: Scaffold, dim: int) -> s
     for node, cname, t in zip(placeholders, names, tensors + [p for _, p in named]):
         if t.dtype not in (torch.float32, torch.bool):
             raise Unsupported(f"{cname} is {t.dtype}")
-        kind = layout.kind(tuple(t.shape))  # a 1-D vector of cols values is a column, as broadcasting reads it
-        w.define(node, kind, f"{cname}[{layout.index(kind)}]")
+        # a bool read as a byte in C++: a loop that reads a bool* is not vectorized (g++ 12: a padding mask's
+        # softmax at 0.4x eager), one that reads unsigned char is
+        reader = (f"(((const unsigned char*){cname})[{{}}] != 0)" if t.dtype == torch.bool and scaffold.language == "cpp"
+                  else f"{cname}[{{}}]")
+        w.base[node] = reader
+        try:
+            kind = layout.kind(tuple(t.shape))  # a 1-D vector of cols values is a column, as broadcasting reads it
+            index = layout.index(kind)
+        except Unsupported:
+            # (a shape that is neither can still be viewed as one that broadcasts: [3, 12] as [3, 1, 12] against
+            # [3, 5, 12]; it is "other" until then, and any other use of it is unsupported)
+            kind, index = layout.broadcast_index(tuple(t.shape)) or ("other", "")
+        w.define(node, kind, reader.format(index) if kind != "other" else "")
     for node in graph.nodes:
         if node.op == "call_function":
             w.call(node)
@@ -226,14 +270,16 @@ class _Writer:
         self.body: list[str] = []  # statements of a row
         self.stores: list[tuple[str, object]] = []
         self.reduces = False  # a reduction over the row was lowered (the kernel's head comment says so)
+        self.base: dict = {}  # an input, or a view of one that keeps its memory order -> how its element {} is read
 
     def define(self, node, kind: str, expr: str) -> None:
         self.kind[node], self.expr[node] = kind, expr
 
-    def value(self, a) -> tuple[str, str]:
-        """(C expression, kind) of an argument: a node or a plain number."""
+    def value(self, a, view: bool = False) -> tuple[str, str]:
+        """(C expression, kind) of an argument: a node or a plain number. An input of another shape ("other")
+        is only read through a view of it (``view``)."""
         if isinstance(a, torch.fx.Node):
-            if a not in self.kind:
+            if a not in self.kind or (self.kind[a] == "other" and not view):
                 raise Unsupported(f"{a.name} has no value")
             return self.expr[a], self.kind[a]
         if isinstance(a, (bool, int, float)):
@@ -250,8 +296,23 @@ class _Writer:
             raise Unsupported(f"{op} gives {val.dtype}")
         args = list(node.args)
         if op in _VIEWS:
-            expr, src = self.value(args[0])
-            kind = self.layout.kind(tuple(val.shape), prefer=src)
+            expr, src = self.value(args[0], view=True)
+            base = self.base.get(args[0]) if op in _SAME_ORDER else None
+            try:
+                if src == "other":
+                    raise Unsupported(f"{args[0].name} is read only through a view that broadcasts")
+                kind = self.layout.kind(tuple(val.shape), prefer=src)
+            except Unsupported:
+                # a view of an input that broadcasts against the rows (a mask given per sample, unsqueezed):
+                # indexed through the input's own memory
+                found = self.layout.broadcast_index(tuple(val.shape)) if base else None
+                if found is None:
+                    raise
+                self.base[node] = base
+                self.define(node, found[0], base.format(found[1]))
+                return
+            if base:
+                self.base[node] = base
             if src in ("full", "col") and kind in ("row", "scalar") or src == "row" and kind == "col":
                 raise Unsupported("a view that mixes rows and columns")
             self._result(node, kind, expr)
@@ -264,6 +325,8 @@ class _Writer:
             return
         kind = self._combined(node, val)
         vals = [self.value(a) for a in args if isinstance(a, (torch.fx.Node, bool, int, float))]
+        if op == "bitwise_not" and val.dtype == torch.bool:  # ~mask
+            op = "logical_not"
         if op in self.unary and vals:
             expr = self.unary[op].format(vals[0][0])
         elif op == "pow" and len(args) == 2 and not isinstance(args[1], torch.fx.Node):
@@ -297,8 +360,10 @@ class _Writer:
         tensor); a row broadcast against more than rows must keep its last dimension as 1, as
         broadcasting reads it."""
         kinds = {self.kind[a] for a in node.all_input_nodes if a in self.kind} - {"scalar"}
+        if "other" in kinds:
+            raise Unsupported(f"{node.name}: an input of another shape, read as it is")
         kind = "full" if "full" in kinds or {"row", "col"} <= kinds else (kinds.pop() if kinds else "scalar")
-        if kind not in self.layout.kinds(tuple(val.shape)) and not (kind == "scalar" and val.numel() == 1):
+        if kind not in self.layout.kinds(tuple(val.shape), broadcast=True) and not (kind == "scalar" and val.numel() == 1):
             raise Unsupported(f"{node.name}: a {kind} value of shape {list(val.shape)}")
         for a in node.all_input_nodes:
             if self.kind.get(a) == "row" and kind == "full" and a.meta["val"].dim() != val.dim():

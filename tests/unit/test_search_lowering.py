@@ -57,6 +57,17 @@ REFERENCES = {
     "avg_pool1d_padding_counted": ("pass", "return F.avg_pool1d(x, 4, 3, 2)", "[torch.randn(3, 5, 21)]", "[]"),
     "max_pool2d_dilated": ("pass", "return F.max_pool2d(x, 3, stride=2, padding=1, dilation=2)",
                            "[torch.randn(2, 3, 11, 13)]", "[]"),
+    # an input that broadcasts with sizes of 1 between others: a key-padding mask given per sample (a bool,
+    # unsqueezed in the forward), and a tensor read per (sample, row) with the middle dimension broadcast
+    "key_padding_softmax": ("pass", "return torch.softmax(x.masked_fill(~y[:, None, :], float('-inf')), dim=-1)",
+                            "[torch.randn(3, 5, 12), torch.arange(12)[None, :] < torch.tensor([[4], [12], [7]])]",
+                            "[]"),
+    # a (query, key) mask shared by the samples, used as it is: [3, 12] right-aligned against [3, 3, 12] (square:
+    # it is not read as one value a row)
+    "mask_per_query_key": ("pass", "return x.masked_fill(~y, 0.0)", "[torch.randn(3, 3, 12) + 5, torch.rand(3, 12) > 0.5]",
+                           "[]"),
+    "broadcast_middle": ("pass", "return torch.exp(x - x.amax(dim=-1, keepdim=True)) * y",
+                         "[torch.randn(2, 3, 4, 6), torch.randn(2, 1, 4, 6)]", "[]"),
     "avg_pool2d_ceil_counted": ("pass", "return F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)", "[torch.randn(2, 3, 10, 9)]",
                                 "[]"),
     "avg_pool2d_divisor": ("pass", "return F.avg_pool2d(x, 3, stride=1, padding=1, divisor_override=5)",
