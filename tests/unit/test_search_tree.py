@@ -464,6 +464,32 @@ def test_pin_focuses_expansion_on_the_pinned_subtree_and_stays_chosen(engine):
     assert store.pinned_node(pid) is None and store.chosen_node(pid).speedup == 3.0
 
 
+def test_while_the_seed_works_the_budget_goes_to_its_edits_not_to_kernels_from_nothing(engine):
+    """The default model's kernels from nothing are correct about one time in ten, its edits of a working
+    kernel about one in two: while the root has a working child no kernel from nothing is asked; once
+    this problem's record says they work, they are asked again."""
+    from kforge_desktop.search.planner import WHOLE_PRIOR, whole_chance
+
+    store, pid = engine.store, engine.problem_id
+    root = store.root(pid).id
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
+    kinds = []
+    for i in range(6):
+        exp = engine.next_expansion(Tree(store.nodes(pid)))
+        kinds.append((exp.kind, exp.parent_id == root))
+        _add(store, pid, exp.parent_id, ok(1.3 + 0.01 * i) if i % 2 else Verdict("incorrect", "wrong values"),
+             kind=exp.kind)
+    assert kinds and all(k in ("edit", "repair") and not at_root for k, at_root in kinds), kinds
+    assert Tree(store.nodes(pid)).node(root).visits >= 4  # the root could have been widened: it was not chosen
+    tree = Tree(store.nodes(pid, with_source=False))
+    assert whole_chance(tree, root) == pytest.approx(WHOLE_PRIOR)
+    for _ in range(2):  # two kernels from nothing correct on this problem: worth asking again
+        _add(store, pid, root, ok(1.2))
+    assert whole_chance(Tree(store.nodes(pid, with_source=False)), root) > 0.5
+
+
 def test_exclude_and_expand_from_commands(engine):
     store, pid = engine.store, engine.problem_id
     root = store.root(pid).id
