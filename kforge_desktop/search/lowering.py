@@ -9,7 +9,8 @@ the lowering writes, per row, one loop per reduction and one loop for the output
 signature. Along a middle dimension the rows are (before, after) index pairs whose values lie ``inner``
 apart; in C++ they are taken a tile of consecutive rows at a time, so that every loop reads memory in order.
 Along the last dimension an input may also broadcast with sizes of 1 between others (a key-padding mask given
-per sample, ``keep[:, None, :]``): its element is found from the row's coordinates (``broadcast_index``).
+per sample, ``keep[:, None, :]``): its element is found from the row's coordinates (``broadcast_index``); and a
+cumulative sum along it is a running value carried through the output loop, which then runs in order.
 It is correct by construction; on the CPU its loops vectorize (SIMD reductions, exp, tanh and erf as float
 arithmetic, compares for a maximum); in CUDA a warp takes a row along the last dimension (one thread a row
 along a middle one, where neighbouring threads read neighbouring values). Every reduction re-reads the row:
@@ -270,6 +271,7 @@ class _Writer:
         self.body: list[str] = []  # statements of a row
         self.stores: list[tuple[str, object]] = []
         self.reduces = False  # a reduction over the row was lowered (the kernel's head comment says so)
+        self.scans = False  # a cumulative sum was
         self.base: dict = {}  # an input, or a view of one that keeps its memory order -> how its element {} is read
 
     def define(self, node, kind: str, expr: str) -> None:
@@ -319,6 +321,9 @@ class _Writer:
             return
         if op in _REDUCTIONS:
             self._reduce(node, op, val, args)
+            return
+        if op == "cumsum":
+            self._running_sum(node, val, args)
             return
         if op in ("scalar_tensor", "full"):
             self._result(node, "scalar", literal(args[-1] if op == "full" else args[0]))
@@ -439,6 +444,19 @@ class _Writer:
                 "min": f"{var} = fminf({var}, {other});"}[op]
         return [f"for (int k = 16; k > 0; k >>= 1) {step}"]
 
+    def _running_sum(self, node, val: torch.Tensor, args: list) -> None:
+        """A cumulative sum along the last dimension: a running value carried through the row's output loop,
+        which runs in order (in C++ it is no SIMD loop; in CUDA one lane of the row's warp walks it)."""
+        src, dim = args[0], (args[1] if len(args) > 1 else node.kwargs.get("dim"))
+        if not self.layout.last or not isinstance(src, torch.fx.Node) \
+                or self.kind.get(src) != "full" or not isinstance(dim, int) or dim % val.dim() != val.dim() - 1:
+            raise Unsupported("a cumulative sum other than along the last dimension")
+        var = f"v_{node.name}"
+        self.scans = True
+        self.body += [f"float {var}_run = 0.0f;  // the running sum along the row"]
+        self.inner[node] = (f"{var}_run += {self.expr[src]};  const float {var} = {var}_run;", [src])
+        self.define(node, "full", var)
+
     def _reduce(self, node, op: str, val: torch.Tensor, args: list) -> None:
         src = args[0]
         dims = args[1] if len(args) > 1 else None
@@ -453,6 +471,8 @@ class _Writer:
         self.reduces = True
         acc, cols = self._ref(var), f"(float){self.layout.cols_name}"
         pre = self._inner_statements([src])
+        if any("_run +=" in st for st in pre):  # its running value would be carried on into the output loop
+            raise Unsupported(f"{op} of a cumulative sum")
         if op == "var":  # prims.var(x, dims, correction): the mean first, then the squared deviations
             correction = float(args[2]) if len(args) > 2 else float(node.kwargs.get("correction", 1) or 0)
             mean = self._ref(f"{var}_mean")
@@ -492,8 +512,13 @@ class _Writer:
         row = [(o, n) for o, n in self.stores if self.kind[n] == "row"]
         body = list(self.body)
         if full:
-            body += self._loop(self._inner_statements([n for _, n in full]) +
-                               [f"{o}[{self.layout.index('full')}] = {self.expr[n]};" for o, n in full])
+            loop = self._loop(self._inner_statements([n for _, n in full]) +
+                              [f"{o}[{self.layout.index('full')}] = {self.expr[n]};" for o, n in full])
+            if self.warp and self.scans:  # a running sum goes in order: one lane walks the row
+                loop = ["if (lane == 0) {  // a running sum: the values in order",
+                        *["    " + st.replace("c = lane; c < cols; c += 32", "c = 0; c < cols; ++c") for st in loop],
+                        "}"]
+            body += loop
         stores = [f"{o}[r] = {self.expr[n]};" for o, n in row]
         body += [f"if (lane == 0) {s}" for s in stores] if self.warp else self._rows_of_tile(stores)
         last = self.layout.last
@@ -502,6 +527,9 @@ class _Writer:
         if self.reduces:
             head = ("// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the "
                     "outputs.\n// Correct by construction, not fast: each reduction reads the row again.\n")
+        elif self.scans:
+            head = ("// The reference lowered to plain loops: rows in parallel; per row, one loop in order over the "
+                    "values,\n// a running sum carried from each value to the next. Correct by construction.\n")
         else:  # said of an elementwise chain, "per reduction" had the model add sums the reference has not
             head = ("// The reference lowered to plain loops: rows in parallel; every output value computed from the "
                     "inputs at\n// its own position, in one pass. Correct by construction; no reduction.\n")

@@ -68,6 +68,9 @@ REFERENCES = {
                            "[]"),
     "broadcast_middle": ("pass", "return torch.exp(x - x.amax(dim=-1, keepdim=True)) * y",
                          "[torch.randn(2, 3, 4, 6), torch.randn(2, 1, 4, 6)]", "[]"),
+    # a cumulative sum along the row: a running value through the output loop, here scaled and then activated
+    "cumsum_scaled_relu": ("pass", "return torch.relu(torch.cumsum(x * 0.5, dim=-1) - 1.0)", "[torch.randn(6, 3, 45)]",
+                           "[]"),
     "avg_pool2d_ceil_counted": ("pass", "return F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)", "[torch.randn(2, 3, 10, 9)]",
                                 "[]"),
     "avg_pool2d_divisor": ("pass", "return F.avg_pool2d(x, 3, stride=1, padding=1, divisor_override=5)",
@@ -158,7 +161,10 @@ def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
                       "[torch.randn(4, 16)]", "[]")
     pool_relu = _problem(tmp_path, "pool_relu", "pass", "return torch.relu(F.max_pool1d(x, 2))",
                          "[torch.randn(4, 8, 16)]", "[]")
-    for problem in (middle, matmul, pool_relu):
+    # a maximum of a running sum: the loop that takes the maximum would carry the sum on into the outputs
+    scan_max = _problem(tmp_path, "cumsum_max", "pass", "return x - torch.cumsum(x, -1).amax(-1, keepdim=True)",
+                        "[torch.randn(4, 16)]", "[]")
+    for problem in (middle, matmul, pool_relu, scan_max):
         assert lower(problem, build_scaffold(problem)) is None, problem.name
 
 
