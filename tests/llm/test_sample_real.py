@@ -34,7 +34,12 @@ def test_edits_of_the_seed_each_carry_another_directive(tmp_path, test_model_pat
 
 
 def test_an_edit_of_a_problem_no_exemplar_fits_says_to_sample_whole_kernels(tmp_path, test_model_path):
-    problem = REPO / "benchmarks" / "problems_generalize" / "dev" / "cumsum_rows.py"
+    # a cumulative sum down the columns: no exemplar fits, and the lowering takes running sums along rows only
+    problem = tmp_path / "cumsum_columns.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return torch.cumsum(x, dim=0)\n\n\n"
+                       "def get_inputs():\n    return [torch.randn(64, 32)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
     run = _sample(problem, tmp_path / "none", test_model_path, "--target", "cpp", "--kind", "edit", "--n", "1")
     assert run.returncode == 2
     assert "no exemplar fits this problem" in run.stderr and "sample whole kernels" in run.stderr
