@@ -49,11 +49,19 @@ __device__ __forceinline__ float silu(float v) { return __fdividef(v, 1.0f + __e
 
 #ifndef SILU_MODE
 #define SILU_MODE 0  // 0: silu(y) = y / (1 + __expf(-y)); 1: exp2 of a second FMA with log2(e) folded into scale
-#endif               // and shift (one multiply less a value); 2: no SiLU (the plain norm's cost, for comparison)
+#endif               // and shift (one multiply less a value); 2: no SiLU (the plain norm's cost, for comparison);
+                     // 3: silu(y) = h + h tanh(h), h = y / 2 folded into scale and shift: one special-function
+                     // operation a value (tanh.approx) instead of two (ex2 and the reciprocal of a divide)
 
 __device__ __forceinline__ float ex2(float v) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+__device__ __forceinline__ float tanh_approx(float v) {
+    float r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
     return r;
 }
 
@@ -63,6 +71,9 @@ __device__ __forceinline__ float out1(float v, float scale, float shift, float s
     return __fdividef(v * scale + shift, 1.0f + ex2(v * scale2 + shift2));  // scale2 = -scale log2(e), ...
 #elif SILU_MODE == 2
     return v * scale + shift;
+#elif SILU_MODE == 3
+    const float h = v * scale2 + shift2;  // scale2 = scale / 2, shift2 = shift / 2
+    return fmaf(h, tanh_approx(h), h);
 #else
     return silu(v * scale + shift);
 #endif
@@ -203,7 +214,11 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
         const int ch = channel_of(4 * (begin4 + i), spatial, inv_spatial);  // spatial % 4 == 0 (the launcher checks)
         const float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
 #endif
+#if SILU_MODE == 3
+        const float scale2 = 0.5f * scale, shift2 = 0.5f * shift;
+#else
         const float scale2 = -1.4426950409f * scale, shift2 = -1.4426950409f * shift;
+#endif
         const float4 y = make_float4(out1(v.x, scale, shift, scale2, shift2), out1(v.y, scale, shift, scale2, shift2),
                                      out1(v.z, scale, shift, scale2, shift2), out1(v.w, scale, shift, scale2, shift2));
 #if defined(BULK_STORE)
