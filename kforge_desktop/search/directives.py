@@ -299,11 +299,16 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 # (``record``) soon outweighs them, so a model that does better at some change gets asked for it.
 
 
+def smoothed_rate(ok: int, n: int, prior: float) -> float:
+    """A success rate from ``ok`` of ``n`` on this problem, with ``prior`` worth two requests of evidence."""
+    return (ok + 2 * prior) / (n + 2)
+
+
 def expected_rate(d: Directive, record: dict[str, tuple[int, int]] | None = None) -> float:
-    """The chance the model carries out ``d`` correctly: its prior, worth two requests of evidence,
-    updated by the tree's record on this problem (key -> (correct, evaluated))."""
+    """The chance the model carries out ``d`` correctly: its prior, updated by the tree's record on this
+    problem (key -> (correct, evaluated)); ``smoothed_rate``."""
     ok, n = (record or {}).get(d.key, (0, 0))
-    return (ok + 2 * d.prior) / (n + 2)
+    return smoothed_rate(ok, n, d.prior)
 
 
 def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False,

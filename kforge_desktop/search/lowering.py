@@ -29,23 +29,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 
 import torch
 
 from ..csource.items import function_text
 from ..problem.problem import Problem
-from .lowering_pool import POOLS, lower_pool
+from .lowering_pool import PLAIN_VIEWS, POOLS, lower_pool
+from .lowering_rows import Rows
 from .lowering_trace import PARALLEL, Unsupported, literal, op_name, trace
 from .scaffold import Scaffold
 
 # operators that only change how a tensor's values are viewed (the kind, from the shape, decides the indexing)
 _VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "broadcast_in_dim", "clone", "alias",
           "detach", "_to_copy", "contiguous", "lift_fresh_copy", "convert_element_type"}
-
-# views that keep a contiguous tensor's memory order (so its elements are found through its own flat index)
-_SAME_ORDER = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "clone", "alias", "detach", "contiguous",
-               "lift_fresh_copy"}
 
 _UNARY = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
           "abs": "fabsf({})", "tanh": "tanhf({})", "erf": "erff({})", "log1p": "log1pf({})", "expm1": "expm1f({})",
@@ -66,102 +62,6 @@ _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "(
            "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
            "logical_and": "({} && {})", "logical_or": "({} || {})", "pow": "powf({}, {})", "atan2": "atan2f({}, {})"}
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "prod"}
-
-
-@dataclass
-class _Rows:
-    """The primary input as rows reduced along one dimension ``dim`` (the last by default): ``rows``
-    positions, each combining ``cols`` values. Along the last dimension those are the scaffold's ``rows``
-    and ``cols``; along a middle one (a mean over dim 1 of [8, 32, 64]) row r is (o, i) with o the index
-    before the dimension and i the index after it (r = o * linner + i), and the constants ``louter``,
-    ``lcols`` and ``linner`` are written into the kernel: the loops run over o and i."""
-
-    shape: tuple[int, ...]
-    dim: int = -1
-    rows: int = field(init=False)
-    cols: int = field(init=False)
-    inner: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        k = self.dim % len(self.shape) if self.shape else 0
-        self.dim = k
-        self.cols = self.shape[k] if self.shape else 1
-        self.inner = math.prod(self.shape[k + 1:]) if self.shape else 1
-        self.rows = math.prod(self.shape) // max(self.cols, 1) if self.shape else 1
-
-    @property
-    def last(self) -> bool:
-        return self.inner == 1 and (not self.shape or self.dim == len(self.shape) - 1)
-
-    @property
-    def cols_name(self) -> str:
-        return "cols" if self.last else "lcols"
-
-    def constants(self) -> str:
-        return "" if self.last else (f"constexpr int64_t louter = {self.rows // max(self.inner, 1)}, lcols = "
-                                     f"{self.cols}, linner = {self.inner};  // the values before dim {self.dim}, "
-                                     "along it, after it\n")
-
-    def index(self, kind: str) -> str:
-        if kind == "full":
-            return "r * cols + c" if self.last else "(o * lcols + c) * linner + i"
-        return {"row": "r", "col": "c", "scalar": "0"}[kind]
-
-    def broadcast_index(self, shape: tuple[int, ...]) -> tuple[str, str] | None:
-        """(kind, index) of a contiguous tensor of ``shape`` that broadcasts against the rows along the last
-        dimension with sizes of 1 between others (a key-padding mask ``keep[:, None, :]``, [8, 1, 128], against
-        scores [8, 128, 128]): the flat index of element (r, c), r's coordinates taken apart with the sizes of
-        the primary input. "full" when it has the columns, "row" when its last size is 1; None otherwise."""
-        p = self.shape
-        if not self.last or not p or len(shape) > len(p):
-            return None
-        v = (1,) * (len(p) - len(shape)) + tuple(shape)
-        if any(a not in (1, b) for a, b in zip(v, p)) or v[-1] not in (1, p[-1]):
-            return None
-        terms, stride = [], 1
-        for d in range(len(p) - 1, -1, -1):
-            if v[d] != 1:
-                if d == len(p) - 1:
-                    terms.append("c")
-                else:
-                    after = math.prod(p[d + 1:-1])
-                    coord = "r" if after == 1 else f"r / {after}"
-                    coord = coord if d == 0 else f"({coord}) % {p[d]}"
-                    terms.append(coord if stride == 1 else f"{coord} * {stride}")
-            stride *= v[d]
-        return ("full" if v[-1] != 1 else "row"), " + ".join(reversed(terms)) or "0"
-
-    def kinds(self, shape: tuple[int, ...], broadcast: bool = False) -> set[str]:
-        """What a tensor of this shape can be: full (one value per element), row (one per row: the last
-        dimension kept as 1, or dropped), col (one per column, the same in every row: right-aligned as
-        broadcasting aligns it) or scalar. A shape that is none of these cannot be indexed by (r, c), except,
-        with ``broadcast``, as what an elementwise result of a broadcast input is (``broadcast_index``)."""
-        shape, p, k = tuple(shape), self.shape, self.dim
-        found = set()
-        if math.prod(shape) == 1:
-            found.add("scalar")
-        if shape == p:
-            found.add("full")
-        if self.last and shape and len(shape) <= len(p) and shape[-1] == self.cols and all(d == 1 for d in shape[:-1]):
-            found.add("col")
-        if shape == p[:k] + (1,) + p[k + 1:] or shape == p[:k] + p[k + 1:]:
-            found.add("row")
-        if not found and broadcast and self.broadcast_index(shape):
-            found.add(self.broadcast_index(shape)[0])
-        if not found:
-            raise Unsupported(f"a tensor of shape {list(shape)} against rows of {list(p)}")
-        return found
-
-    def kind(self, shape: tuple[int, ...], prefer: str | None = None) -> str:
-        """The one kind of this shape; where it could be two (a square layout), ``prefer``, else what
-        broadcasting makes of it (a vector of the last dimension's length is a column)."""
-        found = self.kinds(shape)
-        if len(found) == 1:
-            return found.pop()
-        for k in (prefer, "scalar", "full", "col", "row"):
-            if k in found:
-                return k
-        raise Unsupported("an ambiguous shape")
 
 
 def lower(problem: Problem, scaffold: Scaffold) -> str | None:
@@ -207,7 +107,7 @@ def _write(graph, tensors: list, named: list, scaffold: Scaffold, dim: int) -> s
     outputs = [a for a in scaffold.args if a.role == "output"]
     if len(inputs) != len(tensors) or len(params) != len(named):
         raise Unsupported("the traced inputs do not match the signature")
-    layout = _Rows(tuple(tensors[0].shape), dim)
+    layout = Rows(tuple(tensors[0].shape), dim)
     names = [a.name for a in inputs] + [a.name for a in params]
     scalars = {float(a.value): a.name for a in scaffold.args
                if a.role == "scalar" and a.ctype == "float" and isinstance(a.value, (int, float))}
@@ -250,7 +150,7 @@ class _Writer:
     """Statements of one row: reductions as loops in the order the graph computes them, then one loop for
     the full-size outputs. Values are named after their node: ``v_<node>``."""
 
-    def __init__(self, layout: _Rows, scalars: dict[float, str] | None = None, language: str = "cpp") -> None:
+    def __init__(self, layout: Rows, scalars: dict[float, str] | None = None, language: str = "cpp") -> None:
         self.layout = layout
         self.language = language
         cpp = language == "cpp"
@@ -299,17 +199,17 @@ class _Writer:
         args = list(node.args)
         if op in _VIEWS:
             expr, src = self.value(args[0], view=True)
-            base = self.base.get(args[0]) if op in _SAME_ORDER else None
+            base = self.base.get(args[0]) if op in PLAIN_VIEWS else None  # the memory order is kept
             try:
-                if src == "other":
-                    raise Unsupported(f"{args[0].name} is read only through a view that broadcasts")
-                kind = self.layout.kind(tuple(val.shape), prefer=src)
+                kind = self.layout.kind(tuple(val.shape), prefer=src) if src != "other" else None
             except Unsupported:
+                kind = None
+            if kind is None:
                 # a view of an input that broadcasts against the rows (a mask given per sample, unsqueezed):
                 # indexed through the input's own memory
                 found = self.layout.broadcast_index(tuple(val.shape)) if base else None
                 if found is None:
-                    raise
+                    raise Unsupported(f"a view of shape {list(val.shape)} against rows of {list(self.layout.shape)}")
                 self.base[node] = base
                 self.define(node, found[0], base.format(found[1]))
                 return
@@ -421,14 +321,18 @@ class _Writer:
             visit(n)
         return [self.inner[n][0] for n in seen]
 
-    def _loop(self, statements: list[str], *reductions: str) -> list[str]:
+    def _loop(self, statements: list[str], *reductions: str, in_order: bool = False) -> list[str]:
         """A loop over the row's values; a C++ reduction loop (``reductions``: "+ : v_sum") is a SIMD one: a float
         sum is not vectorized otherwise (its order would change). In the tiled form each step of c runs over the
-        tile's rows (a SIMD loop: its reads are consecutive); in the warp form the lanes share the row."""
+        tile's rows (a SIMD loop: its reads are consecutive); in the warp form the lanes share the row, except
+        ``in_order`` (a running sum), where one lane walks it."""
         n = self.layout.cols_name
         if self.tiled:
             return [f"for (int64_t c = 0; c < {n}; ++c) {{", "    #pragma omp simd",
                     *[f"    {s}" for s in self._rows_of_tile(statements)], "}"]
+        if self.warp and in_order:
+            return ["if (lane == 0) {  // a running sum: the values in order",
+                    f"    for (int64_t c = 0; c < {n}; ++c) {{", *[f"        {s}" for s in statements], "    }", "}"]
         if self.warp:
             return [f"for (int64_t c = lane; c < {n}; c += 32) {{", *[f"    {s}" for s in statements], "}"]
         simd = ["#pragma omp simd " + " ".join(f"reduction({r})" for r in reductions)] \
@@ -512,13 +416,9 @@ class _Writer:
         row = [(o, n) for o, n in self.stores if self.kind[n] == "row"]
         body = list(self.body)
         if full:
-            loop = self._loop(self._inner_statements([n for _, n in full]) +
-                              [f"{o}[{self.layout.index('full')}] = {self.expr[n]};" for o, n in full])
-            if self.warp and self.scans:  # a running sum goes in order: one lane walks the row
-                loop = ["if (lane == 0) {  // a running sum: the values in order",
-                        *["    " + st.replace("c = lane; c < cols; c += 32", "c = 0; c < cols; ++c") for st in loop],
-                        "}"]
-            body += loop
+            body += self._loop(self._inner_statements([n for _, n in full]) +
+                               [f"{o}[{self.layout.index('full')}] = {self.expr[n]};" for o, n in full],
+                               in_order=self.scans)
         stores = [f"{o}[r] = {self.expr[n]};" for o, n in row]
         body += [f"if (lane == 0) {s}" for s in stores] if self.warp else self._rows_of_tile(stores)
         last = self.layout.last

@@ -35,6 +35,7 @@ from .directives import (
     reduction_term,
     returns_value,
     simd_text,
+    smoothed_rate,
 )
 from .exemplars import (
     EPILOGUE_OPS,
@@ -250,12 +251,11 @@ WHOLE_PRIOR = 0.1
 
 
 def whole_chance(tree: Tree, root_id: int) -> float:
-    """The chance that one more kernel from nothing is correct: WHOLE_PRIOR, worth two requests of evidence,
-    updated by the root's answers on this problem (an answer with no code is a miss; repeats say nothing)."""
+    """The chance that one more kernel from nothing is correct: WHOLE_PRIOR updated by the root's answers on this problem (an answer with no code is a miss; repeats say nothing)."""
     asked = [k for k in tree.children(root_id, counted=False) if k.origin == "llm" and k.kind == "whole"
              and (k.verdict is not None or k.state == "no_code")]
     ok = sum(1 for k in asked if k.verdict is not None and k.verdict.status == "ok")
-    return (ok + 2 * WHOLE_PRIOR) / (len(asked) + 2)
+    return smoothed_rate(ok, len(asked), WHOLE_PRIOR)
 
 
 def kernel_functions(kernel: str, language: str) -> list[tuple[str, str]]:
