@@ -243,20 +243,101 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
 #endif
 }
 
+#if defined(PIPELINE)
+// As many clusters as fit at once, each walking over the slices with two buffers a block: the next slice's part
+// is copied in (cp.async) while this one's is summed and written out, so a block's loads never wait for its
+// stores. Twice SMEM_KB of shared memory a block.
+__global__ void __launch_bounds__(THREADS) group_norm_silu_pipe(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts, int64_t slices) {
+    extern __shared__ float4 buf[];  // [2][n4]
+    __shared__ float2 red[33];
+    __shared__ float2 sums;
+    const int64_t per_group = channels / num_groups;
+    const int count = (int)(per_group * spatial);
+    const int n4 = count / 4 / parts;
+    const int begin4 = (int)(blockIdx.x % parts) * n4;
+    const int64_t stride = gridDim.x / parts;
+    const float inv_spatial = 1.0f / (float)spatial;
+    auto copy_in = [&](int64_t g, float4* dst) {  // this thread's float4s of slice g's part
+        const float4* x4 = reinterpret_cast<const float4*>(x + g * count) + begin4;
+        for (int i = threadIdx.x; i < n4; i += THREADS)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                         ::"r"((unsigned)__cvta_generic_to_shared(dst + i)), "l"(x4 + i));
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    int64_t g = blockIdx.x / parts;
+    if (g < slices) copy_in(g, buf);
+    for (int it = 0; g < slices; g += stride, ++it) {
+        float4* cur = buf + (it & 1) * n4;
+        if (g + stride < slices) {
+            copy_in(g + stride, buf + ((it + 1) & 1) * n4);  // this thread read that buffer last iteration
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // slice g's part has landed
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        }
+        const float K = __ldg(x + g * count);
+        float2 s = make_float2(0.0f, 0.0f);
+        for (int i = threadIdx.x; i < n4; i += THREADS) add4(s, cur[i], K);
+        s = block_sum2(s, red);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (parts > 1) {
+            cg::cluster_group cluster = cg::this_cluster();
+            if (it > 0) cluster.barrier_wait();  // every block has read this block's sums of the previous slice
+            if (threadIdx.x == 0) sums = s;
+            cluster.sync();
+            s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(&sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
+            for (int o = 16; o > 0; o >>= 1) {
+                s.x += __shfl_xor_sync(0xffffffff, s.x, o);
+                s.y += __shfl_xor_sync(0xffffffff, s.y, o);
+            }
+            cluster.barrier_arrive();
+        }
+#endif
+        const float mean_k = s.x / (float)count;
+        const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
+        const float* wg = weight + (g % num_groups) * per_group;
+        const float* bg = bias + (g % num_groups) * per_group;
+        float4* y4 = reinterpret_cast<float4*>(out + g * count) + begin4;
+        for (int i = threadIdx.x; i < n4; i += THREADS) {
+            const float4 v = cur[i];
+            const int ch = channel_of(4 * (begin4 + i), spatial, inv_spatial);
+            const float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
+#if SILU_MODE == 3
+            const float scale2 = 0.5f * scale, shift2 = 0.5f * shift;
+#else
+            const float scale2 = -1.4426950409f * scale, shift2 = -1.4426950409f * shift;
+#endif
+            __stcs(y4 + i, make_float4(out1(v.x, scale, shift, scale2, shift2), out1(v.y, scale, shift, scale2, shift2),
+                                       out1(v.z, scale, shift, scale2, shift2), out1(v.w, scale, shift, scale2, shift2)));
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (parts > 1) cg::this_cluster().barrier_wait();
+#endif
+}
+#endif
+
 extern "C" void kernel_forward(const float* x, const float* weight, const float* bias, float* out,
                                int64_t batch, int64_t channels, int64_t spatial, float eps, int64_t num_groups,
                                cudaStream_t stream) {
     const int64_t count = channels / num_groups * spatial, slices = batch * num_groups;
     if (slices <= 0 || count <= 0 || spatial % 4 || (uintptr_t)x % 16 || (uintptr_t)out % 16) return;
-#if PARTS_MAX > 8
-    cudaFuncSetAttribute(group_norm_silu_smem, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-#endif
     int parts = 1;
     while (parts < PARTS_MAX && (count * 4 / parts > SMEM_KB * 1024 || count % (4 * parts * 2) == 0 && slices * parts < 264))
         parts *= 2;  // small enough for a block; with few slices, more blocks a slice
     if (count * 4 / parts > SMEM_KB * 1024 || count % (4 * parts)) return;  // not handled here
+#if defined(PIPELINE)
+    const int bytes = (int)(count * 4 / parts) * 2;
+    auto kernel = group_norm_silu_pipe;
+#else
     const int bytes = (int)(count * 4 / parts);
-    cudaFuncSetAttribute(group_norm_silu_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    auto kernel = group_norm_silu_smem;
+#endif
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+#if PARTS_MAX > 8
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+#endif
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3((unsigned)(slices * parts));
     config.blockDim = dim3(THREADS);
@@ -269,12 +350,12 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
     cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
     config.numAttrs = parts > 1 ? 1 : 0;
-#if defined(PERSISTENT)
+#if defined(PERSISTENT) || defined(PIPELINE)
     int fit = 0;
-    if (parts > 1 && cudaOccupancyMaxActiveClusters(&fit, (void*)group_norm_silu_smem, &config) == cudaSuccess && fit > 0 &&
+    if (parts > 1 && cudaOccupancyMaxActiveClusters(&fit, (void*)kernel, &config) == cudaSuccess && fit > 0 &&
         fit < slices)
         config.gridDim = dim3((unsigned)(fit * parts));
 #endif
-    cudaLaunchKernelEx(&config, group_norm_silu_smem, x, weight, bias, out, channels, (int)spatial, num_groups, eps,
+    cudaLaunchKernelEx(&config, kernel, x, weight, bias, out, channels, (int)spatial, num_groups, eps,
                        parts, slices);
 }

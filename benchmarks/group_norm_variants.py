@@ -6,7 +6,7 @@ from L2 and writes the output; a tensor larger than L2 is held in shared memory 
 slice, each block's part copied in with cp.async). Beside it: the design before the two passes
 (benchmarks/group_norm_clusters.cu, commit cec20b7: a cluster of 8 blocks held a slice in registers), and the
 shared-memory design at several sizes, loaded through registers, with cp.async or with bulk copies
-(benchmarks/group_norm_smem.cu; `async32` is the exemplar's held path). GN_VARIANTS=a,b picks some. Each is built
+(benchmarks/group_norm_smem.cu; `async32` is the exemplar's held path). GN_VARIANTS=a,b picks some, GN_SHAPES=BxCxHxW:G,... the shapes. Each is built
 and timed against eager, torch.compile and a plain copy of x (the bandwidth the floor assumes) in device time:
 CUDA events around 20 back-to-back calls after an L2 flush, median of 15; every output is checked against
 F.group_norm + silu (the shared-memory designs handle only slices of a float4 layout up to 8 blocks: an error
@@ -58,7 +58,12 @@ VARIANTS = {"exemplar": (ROOT / "resources/exemplars/cuda/group_norm_silu.cu", [
             "async32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=2"]),
             # as many clusters as fit at once, each walking over the slices
             "async32_persistent": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DPERSISTENT"]),
-            "async32_persistent_ex2": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DPERSISTENT", "-DSILU_MODE=1"])}
+            "async32_persistent_ex2": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DPERSISTENT", "-DSILU_MODE=1"]),
+            # the same walk with two buffers a block: the next slice copied in while this one is written out
+            "pipe32_tanh": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=3"]),
+            "pipe32_t512_tanh": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=3", "-DTHREADS=512"]),
+            "pipe16_tanh": (SMEM, ["-DSMEM_KB=16", "-DPIPELINE", "-DSILU_MODE=3", "-DPARTS_MAX=16"]),
+            "pipe32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=2"])}
 if os.environ.get("GN_VARIANTS"):  # a comma-separated subset
     VARIANTS = {k: VARIANTS[k] for k in os.environ["GN_VARIANTS"].split(",")}
 WRAP = r'''
@@ -79,6 +84,10 @@ SHAPES = [((16, 512, 64, 64), 32),  # benchmarks/problems_gpu/group_norm_silu.py
           ((1, 256, 64, 64), 32), ((1, 512, 128, 128), 32),  # a batch of one: fewer slices than SMs, clusters
           ((8, 320, 32, 32), 32), ((8, 512, 32, 32), 32), ((2, 96, 7, 7), 3), ((3, 40, 9, 11), 5),
           ((1, 64, 256, 256), 2)]  # two slices of 2 M values: two blocks
+
+if os.environ.get("GN_SHAPES"):  # e.g. 12x512x64x64:32,16x512x64x64:32
+    SHAPES = [(tuple(int(d) for d in shape.split("x")), int(groups))
+              for shape, groups in (item.split(":") for item in os.environ["GN_SHAPES"].split(","))]
 
 
 def build(name):
