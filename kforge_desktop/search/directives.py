@@ -255,8 +255,14 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     if key == "simd_inner":  # an inner loop without a pragma (the rows' parallel loop is not inner)
         loops = re.findall(r"(#pragma[^\n]*\n\s*)?for\s*\(", kernel)
         return any("simd" not in (p or "") and "parallel" not in (p or "") for p in loops)
-    if key == "fuse_epilogue":
-        return len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
+    if key == "fuse_epilogue":  # a chain of operators, in more than one pass (one pass has nothing to fuse:
+        # asked, the default model changed the formula of an elementwise chain; dev: quick_gelu)
+        chain = len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
+        return chain and _loops(kernel) >= 3
+    if key == "hoist_invariants":  # a division inside a loop by a value the loop does not change; with
+        # nothing of the kind the default model invented one (an array of reciprocals written through a
+        # const pointer, a constant factor on the output): 2 of 18 such edits were correct on the dev half
+        return bool(invariant_divisions(kernel))
     if key == "unroll_accumulators":  # a sum loop not unrolled yet, in a helper when there are helpers
         functions = [it for it in split_items(kernel) if it.kind == "function"]
         helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
@@ -264,7 +270,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse
         code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
-        return bool(accumulates) and len(re.findall(r"\bfor \(\)", code)) >= 3
+        return bool(accumulates) and _loops(kernel) >= 3
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
         # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,
@@ -291,12 +297,58 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     return True
 
 
+def _loops(kernel: str) -> int:
+    return len(re.findall(r"\bfor\s*\(", strip_cpp_comments(kernel)))
+
+
+_DIVIDE_BY_NAME = re.compile(r"/\s*(?:\(\s*float\s*\)\s*)?([A-Za-z_]\w*)\b(?!\s*[\[(.])")
+_FOR_HEADER = re.compile(r"\bfor\s*\(([^;]*);[^;]*;[^)]*\)\s*$")
+
+
+def invariant_divisions(kernel: str) -> list[str]:
+    """The names a loop body divides by that the loop does not change (neither its counter nor a name
+    assigned in its body): each is one reciprocal to hoist out of the loop. ``x[i] / (1.0f + e)`` divides
+    by a value of each element, and ``s / cols`` after the loop is outside any loop body."""
+    code = strip_cpp_comments(kernel)
+    found = []
+    for m in _DIVIDE_BY_NAME.finditer(code):
+        name, at = m.group(1), m.start()
+        depth, i = 0, at
+        while i > 0:  # back to the `{` that opens the enclosing block
+            i -= 1
+            if code[i] == "}":
+                depth += 1
+            elif code[i] == "{":
+                if depth == 0:
+                    break
+                depth -= 1
+        line_start = code.rfind("\n", 0, at) + 1
+        header = _FOR_HEADER.search(code[:i]) if code[i:i + 1] == "{" else None
+        one_line = re.match(r"\s*for\s*\(([^;]*);[^;]*;[^)]*\)", code[line_start:at])
+        loop = one_line or header  # the innermost: a loop on the division's own line, else the block's
+        if loop is None:
+            continue
+        counter = re.findall(r"\w+", loop.group(1))[-2:-1] if "=" in loop.group(1) else []
+        body = code[line_start:at] if one_line else code[i:at]
+        if name in counter or re.search(rf"\b{name}\s*(?:[-+*/]?=(?!=)|\+\+|--)", body):
+            continue
+        if name not in found:
+            found.append(name)
+    return found
+
+
 # PRIORS (the ``prior`` of each C++ directive): edits and whole kernels the default Qwen2.5-Coder 1.5B
 # carried out correctly in all the measured searches on group_norm_silu, rms_norm and softmax
 # (benchmarks/directive_record.py over the session files it names; docs/benchmarks.md):
 # cache_blocking 35/58, unroll_accumulators 37/88, float_math 6/20, openmp_rows 2/8, single_pass 9/52,
 # simd_inner 5/40, hoist_invariants 3/42, fuse_epilogue 1/21. The search's own record on the problem
 # (``record``) soon outweighs them, so a model that does better at some change gets asked for it.
+
+
+# Below this chance a directive never asked of a node comes after asking again one that worked there: the
+# model's answer is then a different kernel or the same one (a repeat, which costs a minute but no candidate),
+# where an unlikely change costs a candidate four times in five (dev half: hoisting 2 of 18, fusing 2 of 5).
+UNLIKELY = 0.1
 
 
 def smoothed_rate(ok: int, n: int, prior: float) -> float:
@@ -320,7 +372,8 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     Order: the correctness-first directive for a node's very first expansion when ``first``; then
     directives never tried from this node, the ones the model is likeliest to carry out correctly
     first (``record``: key -> (correct, evaluated) elsewhere in the tree, ranked by (correct + 2 *
-    prior) / (evaluated + 2); a seeded random order among equals); then ones that worked before from
+    prior) / (evaluated + 2); a seeded random order among equals), unless their chance is below
+    ``UNLIKELY`` and one that worked from this node is likelier; then ones that worked before from
     this node (worth refining again); failed ones only when nothing else is left. Among those asked
     before, the one asked the fewest times from this node comes first (``attempts``: key -> answers
     from this node, duplicates included): asked the same thing again, the default model hands the
@@ -336,7 +389,7 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
         return expected_rate(d, record)
     pool.sort(key=rate, reverse=True)  # stable: the seeded order among equal rates
     untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
-    if untried:
+    if untried and rate(untried[0]) >= UNLIKELY:
         return untried[0]
     counts: dict[str, int] = {}
     for k, n in (attempts or {}).items():
@@ -344,8 +397,10 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     fits = [d for d in pool if not kernel or applicable(d.key, kernel, aten_ops)] or pool
     fits.sort(key=lambda d: counts.get(d.key, 0))  # stable: the rate order among equals
     worked = [d for d in fits if tried.get(d.key) == "ok"]
+    if untried and not any(rate(d) >= UNLIKELY for d in worked):
+        return untried[0]  # unlikely, but nothing that worked here is likelier
     if worked:
-        return worked[0]
+        return worked[0]  # again, rather than a change this model rarely carries out
     return fits[0]  # a failed one again, but one that can change this kernel (no row blocking without rows)
 
 
