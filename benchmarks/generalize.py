@@ -32,6 +32,7 @@ the next unfinished one, and a search cut off in the middle continues in its own
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -101,7 +102,7 @@ def different_from_seeds(store, pid: int, problem) -> dict:
 
 
 def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, generator, model_name: str,
-            sessions: Path) -> dict:
+            sessions: Path, temperature: float | None = None) -> dict:
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.config import SearchConfig
@@ -112,6 +113,8 @@ def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, gene
     problem = load_problem(path)
     config = SearchConfig(strategy="mcts", budget_candidates=budget, seed=seed, device="cpu", max_tokens=max_tokens,
                           memory=False)
+    if temperature is not None:
+        config = dataclasses.replace(config, temperature=temperature)
     folder = sessions / half
     folder.mkdir(parents=True, exist_ok=True)
     session = folder / f"{problem.name}-s{seed}-b{budget}.kforge"
@@ -134,7 +137,7 @@ def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, gene
     row = collect(store, pid)
     row.update(different_from_seeds(store, pid, problem))
     row.update(half=half, problem=problem.name, seed=seed, budget=budget, model=model_name, max_tokens=max_tokens,
-               commit=CODE_COMMIT,
+               temperature=config.temperature, commit=CODE_COMMIT,
                wall_s=wall, reason=finished.reason, session=os.path.relpath(session, ROOT), host=platform.node(),
                cores=os.cpu_count(), finished_at=time.time())
     store.close()
@@ -237,7 +240,8 @@ def report(rows: list[dict]) -> str:
     models = sorted({r["model"] for r in rows})
     budgets = sorted({r["budget"] for r in rows})
     out.append(f"Model: {', '.join(models)}; MCTS, budget {', '.join(map(str, budgets))} LLM candidates per search, "
-               f"seeds {', '.join(map(str, sorted({r['seed'] for r in rows})))}; CPU, {rows[0].get('cores')} cores; "
+               f"seeds {', '.join(map(str, sorted({r['seed'] for r in rows})))}; temperature "
+               f"{', '.join(sorted({str(r.get('temperature', 0.7)) for r in rows}))}; CPU, {rows[0].get('cores')} cores; "
                "kernel memory off; code of commit(s) "
                f"{', '.join(sorted({r.get('commit') or '?' for r in rows}))}. Shares: count (percent, 95 % Wilson "
                "interval).\n")
@@ -334,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=1024)  # the product's default
+    ap.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the product's)")
     ap.add_argument("--llm", default=None, help="GGUF (default: the default model)")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: the product's choice)")
     ap.add_argument("--results", default=str(RESULTS))
@@ -367,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, (half, path, seed) in enumerate(todo, 1):
             print(f"== [{i}/{len(todo)}] {half}/{path.stem} seed {seed}", flush=True)
             row = run_one(path, half, seed, args.budget, args.max_tokens, generator, model_path.name,
-                          results.with_name(results.stem + "_sessions"))
+                          results.with_name(results.stem + "_sessions"), args.temperature)
             if row["reason"] == "error":  # not recorded: the next run continues this search
                 print(f"   the search stopped on an internal error (see the log of {row['session']}); skipped",
                       flush=True)
