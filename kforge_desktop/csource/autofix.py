@@ -493,3 +493,58 @@ def drop_scan_reductions(code: str) -> tuple[str, int]:
     out.append(code[pos:])
     return "".join(out), dropped
 
+
+
+_BLOCK_LOOP = re.compile(r"for\s*\(\s*(?:const\s+)?(?:int64_t|int|long|size_t)\s+(\w+)\s*=\s*0\s*;\s*\1\s*<\s*(\w+)\s*;"
+                         r"\s*\1\s*\+=\s*(\w+)\s*\)\s*\{")
+BLOCK_NOTE = "// each row of the block (the answer handled only the block's first row)"
+
+
+def _block_end(body: str, r0: str, bound: str, step: str) -> re.Match | None:
+    """The declaration of the block's end in ``body``: ``const int64_t r1 = std::min(rows, r0 + tile);``."""
+    return re.search(rf"^[ \t]*(?:const\s+)?(?:int64_t|int|long|size_t|auto)\s+(\w+)\s*=\s*(?:std::)?min\s*"
+                     rf"(?:<\s*\w+\s*>)?\s*\(\s*(?:{bound}\s*,\s*{r0}\s*\+\s*{step}|{r0}\s*\+\s*{step}\s*,\s*{bound})"
+                     rf"\s*\)\s*;[^\n]*\n", body, re.M)
+
+
+def loop_block_rows(code: str) -> tuple[str, int]:
+    """``code`` with each block of rows looped over where an answer to "block the rows" handled only its
+    first row: ``for (r0 = 0; r0 < rows; r0 += tile) { r1 = min(rows, r0 + tile); <one row at r0> }``
+    with no loop from r0 to r1 (``const int64_t r = r0;``, or r0 used as the row) leaves the other rows of
+    every block unwritten (dev layer_norm_residual: 344064 of 393216 values). The work of that one row
+    becomes the body of ``for (r = r0; r < r1; ++r)``; a kernel that loops over its blocks' rows is
+    untouched. Returns the code and how many blocks were mended."""
+    mended, pos, out = 0, 0, []
+    for m in _BLOCK_LOOP.finditer(code):
+        if m.start() < pos:
+            continue
+        r0, bound, step = m.groups()
+        depth, k = 1, m.end()
+        while k < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[k], 0)
+            k += 1
+        body = code[m.end():k - 1]
+        end = _block_end(body, r0, bound, step)
+        if end is None:
+            continue
+        r1, rest = end.group(1), body[end.end():]
+        if re.search(rf"\bfor\s*\([^;]*=\s*{r0}\s*;[^;]*<\s*{r1}\b", rest) or re.search(rf"\b{r1}\b", rest):
+            continue  # the rows are looped over (or the block's end is used some other way)
+        alias = re.search(rf"^[ \t]*(?:const\s+)?(?:int64_t|int|long|size_t|auto)\s+(\w+)\s*=\s*{r0}\s*;[^\n]*\n",
+                          rest, re.M)
+        if alias:
+            row, rest = alias.group(1), rest[:alias.start()] + rest[alias.end():]
+        else:
+            row = "r" if not re.search(r"\br\b", rest) else None
+            if row is None:
+                continue
+        rest = re.sub(rf"\b{r0}\b", row, rest)
+        indent = re.match(r"[ \t]*", end.group(0)).group(0)
+        inner = "\n".join(("    " + ln) if ln.strip() else ln for ln in rest.rstrip().split("\n"))
+        new_body = (body[:end.end()] + f"{indent}{BLOCK_NOTE}\n{indent}for (int64_t {row} = {r0}; {row} < {r1}; "
+                    f"++{row}) {{\n{inner}\n{indent}}}\n{indent[:-4] if len(indent) >= 4 else ''}")
+        out.append(code[pos:m.end()] + new_body)
+        pos = k - 1
+        mended += 1
+    out.append(code[pos:])
+    return "".join(out), mended

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..csource.autofix import autofix
+from ..csource.autofix import BLOCK_NOTE, autofix
 from ..csource.items import TORCH_INCLUDE, merge_functions, prune_unreachable
 from ..csource.normalize import normalize_code
 from ..kernels.native import parse_exports, syntax_check
@@ -82,6 +82,9 @@ def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *,
             kernel, note = autofix_kernel(scaffold, kernel) if fix else (kernel, "")
             if provided:
                 note = "; ".join(x for x in (note, f"{', '.join(provided)} provided") if x)
+            if BLOCK_NOTE in kernel and BLOCK_NOTE not in parent.kernel_source:
+                note = "; ".join(x for x in (note, "each row of a block looped over (the answer handled only the "
+                                             "first row of each)") if x)
             source = scaffold.module_source(kernel)
         else:
             note = ex.problem or "the answer had no usable kernel code"

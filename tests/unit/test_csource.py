@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ CODE = ('#include <cstdio>  // for printf\n'
         'static const char* url = "http://example.com/*x*/";  /* a\n   block */\n'
         "static char slash = '/';\n")
 
+
+REPO = Path(__file__).resolve().parents[2]
 
 def test_comments_go_and_string_and_character_literals_stay():
     text = strip_cpp_comments(CODE)
@@ -167,3 +170,51 @@ def test_nvccs_messages_get_the_same_fixes_as_gccs():
     assert set(notes) == {"int64_t in std::max/min", "const dropped from an assigned variable"}
     said = _gcc_form('kernel.cu(12): error: identifier "tile" is undefined\n      for (r0 = 0; r0 < rows; r0 += tile)\n')
     assert "kernel.cu:12:1: error: ‘tile’ was not declared in this scope" in said
+
+
+LN_HELPERS = (  # the helpers of the dev layer_norm_residual seed's edits (generalize_r29da, node 10)
+    "static inline float add_row(const float* xr, const float* rr, float* yr, int64_t cols) {\n"
+    "    float s = 0.0f;\n    #pragma omp simd reduction(+ : s)\n"
+    "    for (int64_t c = 0; c < cols; ++c) { float v = xr[c] + rr[c]; yr[c] = v; s += v; }\n    return s;\n}\n"
+    "static inline float row_sq_dev(const float* vr, float mean, int64_t cols) {\n    float s = 0.0f;\n"
+    "    for (int64_t c = 0; c < cols; ++c) s += (vr[c] - mean) * (vr[c] - mean);\n    return s;\n}\n"
+    "static inline void normalize_row(float* yr, const float* weight, const float* bias, float mean, float inv_std,\n"
+    "                                 int64_t cols) {\n"
+    "    for (int64_t c = 0; c < cols; ++c) yr[c] = (yr[c] - mean) * inv_std * weight[c] + bias[c];\n}\n")
+ONE_ROW_A_BLOCK = (  # the answer's entry point, as the model wrote it: r1 computed, one row handled
+    'extern "C" void kernel_forward(const float* x, const float* residual, const float* norm_weight, '
+    "const float* norm_bias, float* out, int64_t rows, int64_t cols, float norm_eps) {\n"
+    "    const int64_t tile = 8;\n    #pragma omp parallel for schedule(static)\n"
+    "    for (int64_t r0 = 0; r0 < rows; r0 += tile) {\n        const int64_t r1 = std::min(rows, r0 + tile);\n"
+    "        const int64_t r = r0;\n        float* yr = out + r * cols;\n"
+    "        float mean = add_row(x + r * cols, residual + r * cols, yr, cols) / (float)cols;\n"
+    "        float var = row_sq_dev(yr, mean, cols) / (float)cols;\n"
+    "        float inv_std = 1.0f / std::sqrt(var + norm_eps);\n"
+    "        normalize_row(yr, norm_weight, norm_bias, mean, inv_std, cols);\n    }\n}\n")
+
+
+def test_a_blocked_kernel_that_handles_one_row_a_block_loops_over_the_blocks_rows(tmp_path):
+    """Asked to block the rows, the default model computed each block's end and then handled only its
+    first row (dev layer_norm_residual: 344064 of 393216 values never written; 10 such answers on the dev
+    half). The rows of each block are looped over, the kernel built and verified against torch; a
+    kernel that loops over its blocks' rows, and one using r0 for anything else, are left as they are."""
+    from kforge_desktop.csource.autofix import BLOCK_NOTE, loop_block_rows
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.scaffold import build_scaffold, kernel_from_answer
+
+    fixed = kernel_from_answer("```cpp\n" + LN_HELPERS + ONE_ROW_A_BLOCK + "```")
+    assert BLOCK_NOTE in fixed and "for (int64_t r = r0; r < r1; ++r) {" in fixed
+    assert "const int64_t r = r0;" not in fixed
+    as_row = ONE_ROW_A_BLOCK.replace("        const int64_t r = r0;\n", "").replace("r * cols", "r0 * cols")
+    assert "for (int64_t r = r0; r < r1; ++r)" in loop_block_rows(as_row)[0]  # r0 itself used as the row
+    looped = loop_block_rows(fixed)
+    assert looped == (fixed, 0)  # already loops: unchanged
+    other = ONE_ROW_A_BLOCK.replace("r0 + tile);\n", "r0 + tile);\n        out[r1 - 1] = 0.0f;\n")
+    assert loop_block_rows(other)[1] == 0  # the block's end used: not this slip
+    problem = load_problem(REPO / "benchmarks/problems_generalize/dev/layer_norm_residual.py")
+    opts = EvalOptions(compare_compile=False, trials=2, timed_runs=3)
+    with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
+        verdict = ev.evaluate(problem, build_scaffold(problem).module_source(fixed))
+    assert verdict.status == "ok", verdict.reason
