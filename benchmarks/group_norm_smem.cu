@@ -86,6 +86,25 @@ __device__ __forceinline__ int channel_of(int c, int spatial, float inv_spatial)
     return ch;
 }
 
+// the cluster's total of each block's (sum, sum of squares) of its part: each block's in its `sums`, read by
+// the others through distributed shared memory. `again`: the slot held the previous slice's, so wait until every
+// block has read it. The arrival after reading is waited for before the next slice (or before leaving).
+__device__ float2 cluster_sum2(float2 s, float2* sums, int parts, bool again) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cg::cluster_group cluster = cg::this_cluster();
+    if (again) cluster.barrier_wait();
+    if (threadIdx.x == 0) *sums = s;
+    cluster.sync();
+    s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
+    for (int o = 16; o > 0; o >>= 1) {
+        s.x += __shfl_xor_sync(0xffffffff, s.x, o);
+        s.y += __shfl_xor_sync(0xffffffff, s.y, o);
+    }
+    cluster.barrier_arrive();
+#endif
+    return s;
+}
+
 __device__ __forceinline__ void add4(float2& s, float4 v, float K) {
     const float a = v.x - K, b = v.y - K, c = v.z - K, d = v.w - K;
     s.x += (a + b) + (c + d);
@@ -173,20 +192,7 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
     }
 #endif
     s = block_sum2(s, red);  // its __syncthreads also orders buf's stores before the reads below
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (parts > 1) {
-        cg::cluster_group cluster = cg::this_cluster();
-        if (!first) cluster.barrier_wait();  // every block has read this block's sums of the slice before
-        if (threadIdx.x == 0) sums = s;
-        cluster.sync();
-        s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(&sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
-        for (int o = 16; o > 0; o >>= 1) {
-            s.x += __shfl_xor_sync(0xffffffff, s.x, o);
-            s.y += __shfl_xor_sync(0xffffffff, s.y, o);
-        }
-        cluster.barrier_arrive();  // read; waited for before leaving
-    }
-#endif
+    if (parts > 1) s = cluster_sum2(s, &sums, parts, !first);
     const float mean_k = s.x / (float)count;
     const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
     const float* wg = weight + (g % num_groups) * per_group;
@@ -280,20 +286,7 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_pipe(
         float2 s = make_float2(0.0f, 0.0f);
         for (int i = threadIdx.x; i < n4; i += THREADS) add4(s, cur[i], K);
         s = block_sum2(s, red);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (parts > 1) {
-            cg::cluster_group cluster = cg::this_cluster();
-            if (it > 0) cluster.barrier_wait();  // every block has read this block's sums of the previous slice
-            if (threadIdx.x == 0) sums = s;
-            cluster.sync();
-            s = threadIdx.x % 32 < parts ? *cluster.map_shared_rank(&sums, threadIdx.x % 32) : make_float2(0.0f, 0.0f);
-            for (int o = 16; o > 0; o >>= 1) {
-                s.x += __shfl_xor_sync(0xffffffff, s.x, o);
-                s.y += __shfl_xor_sync(0xffffffff, s.y, o);
-            }
-            cluster.barrier_arrive();
-        }
-#endif
+        if (parts > 1) s = cluster_sum2(s, &sums, parts, it > 0);
         const float mean_k = s.x / (float)count;
         const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
         const float* wg = weight + (g % num_groups) * per_group;
