@@ -261,7 +261,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return chain and _loops(kernel) >= 3
     if key == "hoist_invariants":  # a division inside a loop by a value the loop does not change; with
         # nothing of the kind the default model invented one (an array of reciprocals written through a
-        # const pointer, a constant factor on the output): 2 of 18 such edits were correct on the dev half
+        # const pointer, a constant factor on the output; the record is in docs/benchmarks.md)
         return bool(invariant_divisions(kernel))
     if key == "unroll_accumulators":  # a sum loop not unrolled yet, in a helper when there are helpers
         functions = [it for it in split_items(kernel) if it.kind == "function"]
@@ -347,7 +347,8 @@ def invariant_divisions(kernel: str) -> list[str]:
 
 # Below this chance a directive never asked of a node comes after asking again one that worked there: the
 # model's answer is then a different kernel or the same one (a repeat, which costs a minute but no candidate),
-# where an unlikely change costs a candidate four times in five (dev half: hoisting 2 of 18, fusing 2 of 5).
+# where an unlikely change mostly costs a candidate (hoisting and fusing an epilogue on the dev half:
+# docs/benchmarks.md).
 UNLIKELY = 0.1
 
 

@@ -114,7 +114,7 @@ def _write(graph, tensors: list, named: list, scaffold: Scaffold, dim: int) -> s
     w = _Writer(layout, scalars, scaffold.language)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node, cname, t in zip(placeholders, names, tensors + [p for _, p in named]):
-        if t.dtype not in (torch.float32, torch.bool):
+        if t.dtype not in (torch.float32, torch.bool, torch.int64):  # int64: class indices, read as they are
             raise Unsupported(f"{cname} is {t.dtype}")
         # a bool read as a byte in C++: a loop that reads a bool* is not vectorized (g++ 12: a padding mask's
         # softmax at 0.4x eager), one that reads unsigned char is
@@ -194,7 +194,7 @@ class _Writer:
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise Unsupported(f"{op} does not give one tensor")
-        if val.dtype not in (torch.float32, torch.bool):
+        if val.dtype not in (torch.float32, torch.bool, torch.int64):
             raise Unsupported(f"{op} gives {val.dtype}")
         args = list(node.args)
         if op in _VIEWS:
@@ -224,6 +224,16 @@ class _Writer:
             return
         if op == "cumsum":
             self._running_sum(node, val, args)
+            return
+        if op == "gather":
+            self._gather(node, val, args)
+            return
+        if op == "copy_" and isinstance(args[0], torch.fx.Node):  # dst.copy_(src): src's values in dst's shape
+            order = list(node.graph.nodes)
+            if any(order.index(u) > order.index(node) for u in args[0].users if u is not node):
+                raise Unsupported("a tensor read after it was overwritten")
+            expr, kind = self.value(args[1])
+            self._result(node, self.kind[args[0]] if kind == "scalar" else kind, expr)
             return
         if op in ("scalar_tensor", "full"):
             self._result(node, "scalar", literal(args[-1] if op == "full" else args[0]))
@@ -276,7 +286,7 @@ class _Writer:
         return kind
 
     def _result(self, node, kind: str, expr: str) -> None:
-        ctype = "bool" if node.meta["val"].dtype == torch.bool else "float"
+        ctype = {torch.bool: "bool", torch.int64: "int64_t"}.get(node.meta["val"].dtype, "float")
         var = f"v_{node.name}"
         if kind in ("full", "col"):
             needs = [a for a in node.all_input_nodes if self.kind.get(a) in ("full", "col")]
@@ -360,6 +370,23 @@ class _Writer:
         self.body += [f"float {var}_run = 0.0f;  // the running sum along the row"]
         self.inner[node] = (f"{var}_run += {self.expr[src]};  const float {var} = {var}_run;", [src])
         self.define(node, "full", var)
+
+    def _gather(self, node, val: torch.Tensor, args: list) -> None:
+        """One value a row picked along the row by an index of that row (``x.gather(-1, index[:, None])``, the
+        target's log-probability in a cross-entropy): the per-element chain evaluated once, at that column."""
+        src, dim, index = args[0], args[1], args[2]
+        if not self.layout.last or self.tiled or not isinstance(src, torch.fx.Node) or self.kind.get(src) != "full" \
+                or not isinstance(dim, int) or dim % val.dim() != val.dim() - 1 or self.kind.get(index) != "row" \
+                or "row" not in self.layout.kinds(tuple(val.shape)):
+            raise Unsupported("a gather other than one index a row along the last dimension")
+        pre = self._inner_statements([src])
+        if any("_run +=" in st for st in pre):
+            raise Unsupported("a gather of a cumulative sum")
+        var = f"v_{node.name}"
+        self.body += [f"float {var};", "{  // the value at the row's index",
+                      f"    const int64_t c = (int64_t)({self.expr[index]});", *[f"    {st}" for st in pre],
+                      f"    {var} = {self.expr[src]};", "}"]
+        self.define(node, "row", var)
 
     def _reduce(self, node, op: str, val: torch.Tensor, args: list) -> None:
         src = args[0]

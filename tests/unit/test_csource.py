@@ -195,8 +195,8 @@ ONE_ROW_A_BLOCK = (  # the answer's entry point, as the model wrote it: r1 compu
 
 def test_a_blocked_kernel_that_handles_one_row_a_block_loops_over_the_blocks_rows(tmp_path):
     """Asked to block the rows, the default model computed each block's end and then handled only its
-    first row (dev layer_norm_residual: 344064 of 393216 values never written; 10 such answers on the dev
-    half). The rows of each block are looped over, the kernel built and verified against torch; a
+    first row (dev layer_norm_residual: most of the output never written). The rows of each block are
+    looped over, the kernel built and verified against torch; a
     kernel that loops over its blocks' rows, and one using r0 for anything else, are left as they are."""
     from kforge_desktop.csource.autofix import BLOCK_NOTE, loop_block_rows
     from kforge_desktop.kernels.evaluator import Evaluator

@@ -71,6 +71,14 @@ REFERENCES = {
     # a cumulative sum along the row: a running value through the output loop, here scaled and then activated
     "cumsum_scaled_relu": ("pass", "return torch.relu(torch.cumsum(x * 0.5, dim=-1) - 1.0)", "[torch.randn(6, 3, 45)]",
                            "[]"),
+    # one value a row picked by an index of that row (class indices, int64): the per-element chain at that column
+    "nll_of_log_softmax": ("pass", "return -torch.log_softmax(x, -1).gather(1, y[:, None]).squeeze(1)",
+                           "[torch.randn(9, 30) * 2, torch.randint(0, 30, (9,))]", "[]"),
+    "target_logit_margin": ("pass", "return x.gather(-1, y.unsqueeze(-1)).squeeze(-1) - x.amax(dim=-1)",
+                            "[torch.randn(4, 5, 20), torch.randint(0, 20, (4, 5))]", "[]"),
+    "cross_entropy_smoothed_ignored": ("pass", "return F.cross_entropy(x, y, reduction='none', ignore_index=2, "
+                                       "label_smoothing=0.1)", "[torch.randn(16, 12) * 3, torch.randint(0, 12, (16,))]",
+                                       "[]"),
     "avg_pool2d_ceil_counted": ("pass", "return F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)", "[torch.randn(2, 3, 10, 9)]",
                                 "[]"),
     "avg_pool2d_divisor": ("pass", "return F.avg_pool2d(x, 3, stride=1, padding=1, divisor_override=5)",
@@ -154,8 +162,8 @@ def test_a_nan_in_the_input_comes_out_where_torch_puts_it(tmp_path, build_cache)
 
 
 def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
-    """A reduction over two dimensions, a matrix product, a pooling with an operator after it: no lowered
-    kernel (None), no wrong one."""
+    """A reduction over two dimensions, a matrix product, a pooling with an operator after it, a gather of
+    each element by its own index: no lowered kernel (None), no wrong one."""
     middle = _problem(tmp_path, "sum_two_dims", "pass", "return x.sum(dim=(1, 2))", "[torch.randn(4, 8, 16)]", "[]")
     matmul = _problem(tmp_path, "matmul", "self.w = nn.Parameter(torch.randn(16, 16))", "return x @ self.w",
                       "[torch.randn(4, 16)]", "[]")
@@ -164,7 +172,10 @@ def test_what_the_lowering_does_not_write_gives_no_seed(tmp_path):
     # a maximum of a running sum: the loop that takes the maximum would carry the sum on into the outputs
     scan_max = _problem(tmp_path, "cumsum_max", "pass", "return x - torch.cumsum(x, -1).amax(-1, keepdim=True)",
                         "[torch.randn(4, 16)]", "[]")
-    for problem in (middle, matmul, pool_relu, scan_max):
+    # a gather with an index per element (a permutation of each row), not one a row
+    permute = _problem(tmp_path, "gather_per_element", "pass", "return x.gather(-1, y)",
+                       "[torch.randn(4, 16), torch.randint(0, 16, (4, 16))]", "[]")
+    for problem in (middle, matmul, pool_relu, scan_max, permute):
         assert lower(problem, build_scaffold(problem)) is None, problem.name
 
 

@@ -602,7 +602,7 @@ def test_when_every_directive_was_asked_the_least_asked_comes_next():
 
 
 def test_a_change_the_model_rarely_carries_out_comes_after_asking_again_one_that_worked():
-    """On the dev half, hoisting was correct in 2 of 18 edits and fusing an epilogue in 2 of 5: a node's
+    """Hoisting and fusing an epilogue are changes the default model rarely carries out: a node's
     untried directive that unlikely waits while one that worked from the node can be asked again (its
     answer is a new kernel, or a repeat that costs no candidate); with nothing that worked, or once the
     tree shows the model can do it, it is asked."""
