@@ -2,12 +2,16 @@
 
 For every LLM-written candidate that failed to compile in the given session files, apply the
 current ``autofix`` (the same rounds the search runs after each answer) and, when the fixed kernel
-compiles, evaluate it for real (build, verify, time) against its problem. The model's answers are
+compiles, evaluate it for real (build, verify, time) against its problem. Every other failed
+candidate (wrong values, a crash) goes through the fixes applied to each answer's code
+(``scaffold.clean_kernel``: a scan's SIMD reduction dropped, each block's rows looped over) and,
+when they change it, is evaluated the same way (an answer recorded in several sessions, once). The model's answers are
 the recorded ones, so this measures a change to the fixes without new LLM calls, and anyone can
 rerun it on the published sessions:
 
     python benchmarks/replay_autofix.py benchmarks/results/search/sessions/*-mcts-*.kforge
     python benchmarks/replay_autofix.py benchmarks/results/generalize/*_sessions/dev/*.kforge
+    python benchmarks/replay_autofix.py --wrong-only benchmarks/results/generalize/*_sessions/dev/*.kforge
 
 (Each session's problem is the one it recorded, so a session of any problem file can be replayed.)
 """
@@ -25,15 +29,19 @@ sys.path.insert(0, str(ROOT))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sessions", nargs="+")
+    ap.add_argument("--wrong-only", action="store_true", help="only the candidates that built and failed")
     args = ap.parse_args(argv)
 
+    from kforge_desktop.csource.normalize import normalize_code
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import Problem
     from kforge_desktop.search.answers import autofix_kernel
-    from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.search.scaffold import build_scaffold, clean_kernel
     from kforge_desktop.store import SessionStore
 
     failed = fixed = correct = candidates = 0
+    wrong = mended = mended_ok = 0
+    seen: set[str] = set()
     with Evaluator(device="cpu", workers=1) as evaluator:
         for path in args.sessions:
             store = SessionStore(path)
@@ -44,7 +52,19 @@ def main(argv: list[str] | None = None) -> int:
                 if n.origin != "llm" or n.verdict is None:
                     continue
                 candidates += 1
-                if n.verdict.status != "compile_error" or not n.kernel_source:
+                if n.verdict.status not in ("ok", "compile_error", "rejected") and n.kernel_source not in seen:
+                    seen.add(n.kernel_source)
+                    wrong += 1
+                    cleaned = clean_kernel(n.kernel_source)
+                    if normalize_code(cleaned, "cpp") == normalize_code(n.kernel_source, "cpp"):
+                        continue
+                    mended += 1
+                    v = evaluator.evaluate(problem, scaffold.module_source(cleaned))
+                    mended_ok += v.status == "ok" and not v.library_calls
+                    print(f"{Path(path).name:<34} node {n.id:<3} {'mended (' + n.verdict.status + ')':<48} "
+                          f"{v.summary()}", flush=True)
+                    continue
+                if n.verdict.status != "compile_error" or args.wrong_only:
                     continue
                 failed += 1
                 kernel, note = autofix_kernel(scaffold, n.kernel_source)
@@ -57,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{Path(path).name:<34} node {n.id:<3} {note:<48} {v.summary()}", flush=True)
             store.close()
     print(f"\n{candidates} LLM candidates; {failed} did not compile; the current fixes make {fixed} of them "
-          f"compile and {correct} correct")
+          f"compile and {correct} correct; {wrong} others failed (wrong values, a crash), the answer-time fixes "
+          f"change {mended} of them and {mended_ok} are then correct")
     return 0
 
 
