@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..csource.autofix import BLOCK_NOTE, autofix
+from ..csource.autofix import autofix
 from ..csource.items import TORCH_INCLUDE, merge_functions, prune_unreachable
+from ..csource.mends import BLOCK_NOTE
 from ..csource.normalize import normalize_code
 from ..kernels.native import parse_exports, syntax_check
 from ..kernels.verdict import Verdict

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..csource.autofix import drop_scan_reductions, loop_block_rows
 from ..csource.items import ENTRY, TORCH_INCLUDE
+from ..csource.mends import drop_scan_reductions, loop_block_rows
 from ..kernels.policy import PLUMBING, OpRecorder, op_base
 from ..llm.extract import native_code
 from ..problem.problem import Problem, ProblemError

@@ -198,7 +198,7 @@ def test_a_blocked_kernel_that_handles_one_row_a_block_loops_over_the_blocks_row
     first row (dev layer_norm_residual: most of the output never written). The rows of each block are
     looped over, the kernel built and verified against torch; a
     kernel that loops over its blocks' rows, and one using r0 for anything else, are left as they are."""
-    from kforge_desktop.csource.autofix import BLOCK_NOTE, loop_block_rows
+    from kforge_desktop.csource.mends import BLOCK_NOTE, loop_block_rows
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.problem.problem import load_problem

@@ -1,0 +1,123 @@
+"""Mechanical fixes of an answer's code that compiles but is wrong by a known slip, applied to every answer
+(``search.scaffold.clean_kernel``), before any build: a running sum under a SIMD reduction pragma
+(``drop_scan_reductions``), and a blocked kernel that handles only the first row of each block
+(``loop_block_rows``). The compiler-driven fixes are ``csource.autofix``.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SIMD_REDUCTION = re.compile(r"^(\s*)#pragma\s+omp\s+simd\b[^\n]*\breduction\s*\(\s*[^:()]+:\s*([\w\s,]+)\)[^\n]*$", re.M)
+SCAN_NOTE = "// no simd reduction here: each step stores the running value, which a SIMD reduction splits into lanes"
+
+
+def _loop_body(text: str, start: int) -> str:
+    """The ``for`` loop that begins at or after ``start``: its header and body (braced or one statement)."""
+    m = re.compile(r"\s*for\s*\(").match(text, start)
+    if not m:
+        return ""
+    depth, i = 1, m.end()
+    while i < len(text) and depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    j = i
+    while j < len(text) and text[j].isspace():
+        j += 1
+    if j < len(text) and text[j] == "{":
+        depth, k = 0, j
+        while k < len(text):
+            depth += {"{": 1, "}": -1}.get(text[k], 0)
+            k += 1
+            if depth == 0:
+                break
+        return text[m.start():k]
+    end = text.find(";", j)
+    return text[m.start():end + 1 if end >= 0 else len(text)]
+
+
+def _stores_running_value(body: str, var: str) -> bool:
+    """Whether a loop body assigns something computed from ``var`` to anything but ``var`` itself:
+    ``yr[c] = s`` after ``s += xr[c]`` is a scan (a running sum), not a reduction."""
+    head_end = body.find(")")
+    for stmt in re.split(r"[;{}]", body[head_end + 1:] if head_end >= 0 else body):
+        m = re.search(r"(?<![=!<>+\-*/%&|^])([+\-*/]?)=(?!=)", stmt)
+        if not m:
+            continue
+        lhs, rhs = stmt[: m.start()], stmt[m.end():]
+        target = re.search(r"(\w+(?:\s*\[[^\]]*\])*)\s*$", lhs)
+        if target and target.group(1).strip() != var and re.search(rf"\b{re.escape(var)}\b", rhs):
+            return True
+    return False
+
+
+def drop_scan_reductions(code: str) -> tuple[str, int]:
+    """``code`` without the ``#pragma omp simd reduction(...)`` of loops that store the running value
+    of their reduction variable (a cumulative sum written as ``s += x[c]; y[c] = s;``): under the
+    pragma each SIMD lane keeps its own partial ``s``, so the stored values are wrong. The loop then
+    runs in order, which is what a scan needs. Returns the code and how many pragmas were dropped."""
+    dropped = 0
+    out, pos = [], 0
+    for m in _SIMD_REDUCTION.finditer(code):
+        body = _loop_body(code, m.end())
+        variables = [v.strip() for v in m.group(2).split(",") if v.strip()]
+        if body and any(_stores_running_value(body, v) for v in variables):
+            out.append(code[pos:m.start()] + m.group(1) + SCAN_NOTE)
+            pos = m.end()
+            dropped += 1
+    out.append(code[pos:])
+    return "".join(out), dropped
+
+
+
+_BLOCK_LOOP = re.compile(r"for\s*\(\s*(?:const\s+)?(?:int64_t|int|long|size_t)\s+(\w+)\s*=\s*0\s*;\s*\1\s*<\s*(\w+)\s*;"
+                         r"\s*\1\s*\+=\s*(\w+)\s*\)\s*\{")
+BLOCK_NOTE = "// each row of the block (the answer handled only the block's first row)"
+
+
+def _block_end(body: str, r0: str, bound: str, step: str) -> re.Match | None:
+    """The declaration of the block's end in ``body``: ``const int64_t r1 = std::min(rows, r0 + tile);``."""
+    return re.search(rf"^[ \t]*(?:const\s+)?(?:int64_t|int|long|size_t|auto)\s+(\w+)\s*=\s*(?:std::)?min\s*"
+                     rf"(?:<\s*\w+\s*>)?\s*\(\s*(?:{bound}\s*,\s*{r0}\s*\+\s*{step}|{r0}\s*\+\s*{step}\s*,\s*{bound})"
+                     rf"\s*\)\s*;[^\n]*\n", body, re.M)
+
+
+def loop_block_rows(code: str) -> tuple[str, int]:
+    """``code`` with each block of rows looped over where an answer to "block the rows" handled only its
+    first row: ``for (r0 = 0; r0 < rows; r0 += tile) { r1 = min(rows, r0 + tile); <one row at r0> }``
+    with no loop from r0 to r1 (``const int64_t r = r0;``, or r0 used as the row) leaves the other rows of
+    every block unwritten (dev layer_norm_residual). The work of that one row
+    becomes the body of ``for (r = r0; r < r1; ++r)``; a kernel that loops over its blocks' rows is
+    untouched. Returns the code and how many blocks were mended."""
+    mended, pos, out = 0, 0, []
+    for m in _BLOCK_LOOP.finditer(code):
+        if m.start() < pos:
+            continue
+        r0, bound, step = m.groups()
+        loop = _loop_body(code, m.start())  # from `for` to its closing brace
+        k = m.start() + len(loop)
+        body = code[m.end():k - 1]
+        end = _block_end(body, r0, bound, step)
+        if end is None:
+            continue
+        r1, rest = end.group(1), body[end.end():]
+        if re.search(rf"\bfor\s*\([^;]*=\s*{r0}\s*;[^;]*<\s*{r1}\b", rest) or re.search(rf"\b{r1}\b", rest):
+            continue  # the rows are looped over (or the block's end is used some other way)
+        alias = re.search(rf"^[ \t]*(?:const\s+)?(?:int64_t|int|long|size_t|auto)\s+(\w+)\s*=\s*{r0}\s*;[^\n]*\n",
+                          rest, re.M)
+        if alias:
+            row, rest = alias.group(1), rest[:alias.start()] + rest[alias.end():]
+        else:
+            row = "r" if not re.search(r"\br\b", rest) else None
+            if row is None:
+                continue
+        rest = re.sub(rf"\b{r0}\b", row, rest)
+        indent = re.match(r"[ \t]*", end.group(0)).group(0)
+        inner = "\n".join(("    " + ln) if ln.strip() else ln for ln in rest.rstrip().split("\n"))
+        new_body = (body[:end.end()] + f"{indent}{BLOCK_NOTE}\n{indent}for (int64_t {row} = {r0}; {row} < {r1}; "
+                    f"++{row}) {{\n{inner}\n{indent}}}\n{indent[:-4] if len(indent) >= 4 else ''}")
+        out.append(code[pos:m.end()] + new_body)
+        pos = k - 1
+        mended += 1
+    out.append(code[pos:])
+    return "".join(out), mended
