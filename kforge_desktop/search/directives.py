@@ -350,6 +350,8 @@ def invariant_divisions(kernel: str) -> list[str]:
 # where an unlikely change mostly costs a candidate (hoisting and fusing an epilogue on the dev half:
 # docs/benchmarks.md).
 UNLIKELY = 0.1
+# ... but not once that directive's answers from the node have repeated an earlier kernel this many times
+USED_UP = 2
 
 
 def smoothed_rate(ok: int, n: int, prior: float) -> float:
@@ -364,10 +366,18 @@ def expected_rate(d: Directive, record: dict[str, tuple[int, int]] | None = None
     return smoothed_rate(ok, n, d.prior)
 
 
+def _by_directive(counts: dict[str, int] | None) -> dict[str, int]:
+    """Counts per directive@function summed per directive."""
+    out: dict[str, int] = {}
+    for k, n in (counts or {}).items():
+        out[k.split("@")[0]] = out.get(k.split("@")[0], 0) + n
+    return out
+
+
 def choose_directive(language: str, tried: dict[str, str], rng: random.Random, first: bool = False,
                      kernel: str = "", aten_ops: tuple[str, ...] = (),
                      record: dict[str, tuple[int, int]] | None = None,
-                     attempts: dict[str, int] | None = None) -> Directive:
+                     attempts: dict[str, int] | None = None, repeats: dict[str, int] | None = None) -> Directive:
     """The next directive for a node, given what was tried from it (key -> outcome: ok | failed | pending).
 
     Order: the correctness-first directive for a node's very first expansion when ``first``; then
@@ -379,7 +389,10 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     before, the one asked the fewest times from this node comes first (``attempts``: key -> answers
     from this node, duplicates included): asked the same thing again, the default model hands the
     kernel back unchanged (dev/cumsum_rows: one directive asked four times of one node, three
-    duplicates)."""
+    duplicates). A directive that worked but whose answers from this node repeated an earlier kernel
+    ``USED_UP`` times (``repeats``: key -> such answers) no longer counts as one that worked: the model
+    has nothing more to give for it here (dev/channel_sum at temperature 0.3: one directive that had
+    worked was asked of one node eleven more times, nine answers repeats, until the search stopped)."""
     tried = {k.split("@")[0]: v for k, v in tried.items()}
     if first and language in CORRECT_FIRST and CORRECT_FIRST[language].key not in tried:
         return CORRECT_FIRST[language]
@@ -392,12 +405,11 @@ def choose_directive(language: str, tried: dict[str, str], rng: random.Random, f
     untried = [d for d in pool if d.key not in tried and (not kernel or applicable(d.key, kernel, aten_ops))]
     if untried and rate(untried[0]) >= UNLIKELY:
         return untried[0]
-    counts: dict[str, int] = {}
-    for k, n in (attempts or {}).items():
-        counts[k.split("@")[0]] = counts.get(k.split("@")[0], 0) + n
+    counts = _by_directive(attempts)
+    repeated = _by_directive(repeats)
     fits = [d for d in pool if not kernel or applicable(d.key, kernel, aten_ops)] or pool
     fits.sort(key=lambda d: counts.get(d.key, 0))  # stable: the rate order among equals
-    worked = [d for d in fits if tried.get(d.key) == "ok"]
+    worked = [d for d in fits if tried.get(d.key) == "ok" and repeated.get(d.key, 0) < USED_UP]
     if untried and not any(rate(d) >= UNLIKELY for d in worked):
         return untried[0]  # unlikely, but nothing that worked here is likelier
     if worked:

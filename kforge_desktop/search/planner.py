@@ -237,7 +237,9 @@ class Planner:
                                  first=node.origin == "root", kernel=full.kernel_source if full else "",
                                  aten_ops=scaffold.aten_ops if scaffold else (), record=tree.directive_record(),
                                  attempts=Counter(k.directive for k in tree.children(node_id, counted=False)
-                                                  if k.directive))
+                                                  if k.directive),
+                                 repeats=Counter(k.directive for k in tree.children(node_id, counted=False)
+                                                 if k.directive and k.state == "duplicate"))
         if kind == "edit":
             return edit_expansion(node_id, functions, d, language, rng, tried)
         return Expansion(node_id, kind, d.key, d.text)

@@ -616,3 +616,18 @@ def test_a_change_the_model_rarely_carries_out_comes_after_asking_again_one_that
     assert {choose_directive("cpp", nothing_worked, random.Random(s)).key for s in range(20)} == {"hoist_invariants"}
     record = {"hoist_invariants": (1, 1)}  # carried out elsewhere in this tree
     assert choose_directive("cpp", tried, random.Random(0), record=record).key == "hoist_invariants"
+
+
+def test_a_directive_that_worked_is_not_asked_again_once_its_answers_repeat():
+    """Recorded on dev/channel_sum: a directive that had worked from a node was asked of it eleven more
+    times and nine answers were the same kernels again, until the search gave up on repeats. Once
+    two answers to it from the node repeat, the node gets a different change, however unlikely."""
+    from kforge_desktop.search.directives import USED_UP
+
+    low = {"hoist_invariants", "fuse_epilogue"}
+    tried = {d.key: "failed" for d in DIRECTIVES["cpp"] if d.key not in low} | {"cache_blocking": "ok"}
+    once = {"cache_blocking": USED_UP - 1}
+    assert choose_directive("cpp", tried, random.Random(0), repeats=once).key == "cache_blocking"
+    used_up = {"cache_blocking@row_sum": USED_UP}  # counted per directive, whatever function it was asked of
+    picks = {choose_directive("cpp", tried, random.Random(s), repeats=used_up).key for s in range(20)}
+    assert picks and "cache_blocking" not in picks and picks <= low
