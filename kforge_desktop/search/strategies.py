@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .directives import USED_UP
 from .tree import Tree
 
 STRATEGIES = ("mcts", "greedy", "best-of-n")
@@ -50,6 +51,15 @@ def fresh_success(tree: Tree, node_id: int) -> float:
     return (hits + 1) / (len(tried) + 2)
 
 
+def repeating(tree: Tree, node_id: int) -> bool:
+    """The node's newest ``USED_UP`` answers repeated earlier kernels: the model has nothing new to give
+    for it. Selection passes it by while anything else can be expanded (dev/channel_sum at temperature
+    0.3: the only working edit had no working child, and every selection ended there; nine of its last
+    eleven answers were repeats, and the search gave up on repeats with candidates left)."""
+    kids = sorted(tree.children(node_id, counted=False), key=lambda k: k.id)[-USED_UP:]
+    return len(kids) == USED_UP and all(k.state == "duplicate" for k in kids)
+
+
 def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams(),
                 chance: Callable[[int], float] | None = None) -> int:
     """The node to expand: descend by UCT through correct children, widen progressively.
@@ -69,8 +79,8 @@ def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams(),
         limit = widening_limit(node.visits, params.widening_k, params.widening_alpha)
         # through correct children, and through a failed one whose repair is correct (an incomplete
         # seed and its completion): the correct node below must stay reachable
-        options = [k for k in kids if tree.expandable(k.id) or any(tree.expandable(i) for i in tree.subtree(k.id))]
-        if attempts < limit and tree.expandable(node_id) and (
+        options = [k for k in kids if any(tree.expandable(i) and not repeating(tree, i) for i in tree.subtree(k.id))]
+        if attempts < limit and tree.expandable(node_id) and not repeating(tree, node_id) and (
                 not options or min(fresh_success(tree, node_id), chance(node_id) if chance else 1.0) >= FRESH_MIN):
             return node_id
         if not options:

@@ -631,3 +631,22 @@ def test_a_directive_that_worked_is_not_asked_again_once_its_answers_repeat():
     used_up = {"cache_blocking@row_sum": USED_UP}  # counted per directive, whatever function it was asked of
     picks = {choose_directive("cpp", tried, random.Random(s), repeats=used_up).key for s in range(20)}
     assert picks and "cache_blocking" not in picks and picks <= low
+
+
+def test_mcts_passes_by_a_node_whose_last_answers_repeated_earlier_kernels():
+    """Recorded on dev/channel_sum: the only working edit had no working child, every selection ended
+    there, and its answers were the same kernels again until the search gave up on repeats. Once its
+    newest two answers repeat, selection widens the node above it instead; with nowhere else to go, it
+    is asked again."""
+    nodes = [node(1, None, origin="root", visits=12, value=0.6),
+             node(2, 1, origin="seed", kind="seed", verdict=ok(1.5), visits=11, value=0.6),
+             node(3, 2, kind="edit", verdict=None, state="evaluated", visits=1, value=0.05),
+             node(4, 2, kind="edit", verdict=ok(1.6), visits=8, value=0.6),
+             node(5, 4, kind="edit", verdict=None, state="evaluated", visits=1, value=0.05)]
+    repeats = [node(6, 4, kind="edit", state="duplicate", visits=1), node(7, 4, kind="edit", state="duplicate", visits=1)]
+    params, chance = MCTSParams(), {1: 0.1, 2: 0.1, 4: 0.6}.get  # the root and the seed are not worth widening
+    assert select("mcts", Tree(nodes), 1, params, chance) == 4
+    assert select("mcts", Tree(nodes + repeats[:1]), 1, params, chance) == 4  # one repeat: asked again
+    assert select("mcts", Tree(nodes + repeats), 1, params, chance) == 2
+    seed_repeats = [node(8, 2, kind="edit", state="duplicate", visits=1), node(9, 2, kind="edit", state="duplicate", visits=1)]
+    assert select("mcts", Tree(nodes + repeats + seed_repeats), 1, params, chance) == 1  # kernels from nothing
