@@ -152,6 +152,39 @@ def _hoist_loop_variable(lines: list[str], idx: int, name: str) -> bool:
     return True
 
 
+_FOR_HEAD = re.compile(r"\bfor\s*\(\s*(?:const\s+)?(?:std::)?(?:int64_t|int32_t|int|long|long long|size_t|unsigned)\s+"
+                       r"(\w+)\s*=[^;]*;[^;]*;[^)]*\)")
+
+
+def _rename_loop_variable(lines: list[str], idx: int, name: str) -> bool:
+    """``for (int64_t i = 0; ...) acc[i] = 0; for (int64_t k = 0; k < n; ++k) acc[i] += x[k];``: a helper's
+    loop written inline with its variable renamed in one place, the old name left in another (out of scope:
+    the loop that declared it has ended). When the undeclared ``name`` sits in the body of a loop (on its
+    line or the next) whose own variable is another, and an earlier loop of the function declared ``name``
+    in its header, the body uses the loop's variable."""
+    use = re.compile(rf"(?<![\w.>]){re.escape(name)}\b")
+    for head in (idx, idx - 1):
+        if head < 0:
+            continue
+        m = list(_FOR_HEAD.finditer(lines[head]))
+        if not m:
+            continue
+        var, body_at = m[-1].group(1), m[-1].end()
+        if var == name or (head != idx and lines[head][body_at:].strip() not in ("", "{")):
+            return False
+        start = body_at if head == idx else 0
+        body = lines[idx][start:]
+        if not use.search(body) or (head == idx and not re.search(rf"\b{re.escape(var)}\b", body)):
+            return False
+        span = _function_span(lines, idx)
+        first = span[0] if span else max(0, idx - 60)
+        if not any(h.group(1) == name for k in range(first, head) for h in _FOR_HEAD.finditer(lines[k])):
+            return False
+        lines[idx] = lines[idx][:start] + use.sub(var, body)
+        return True
+    return False
+
+
 _READ_ONLY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: assignment of read-only variable [‘'`](\w+)[’'`]")
 _LOCAL_DECL = re.compile(r"^\s*(?:const\s+)?(?:float|double|int|int64_t|int32_t|long|size_t|auto)\s+(\w+)\s*=[^;]*;\s*(?://.*)?$")
 
@@ -272,7 +305,8 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``), and two
       integer types there (``std::min(rows / 2, 32)`` with an ``int64_t rows``: ``std::min<int64_t>``);
     - a pointer into an output declared ``const`` and passed to a helper that writes through it;
-    - a standard name used without its header (``std::vector``, ``std::inner_product``).
+    - a standard name used without its header (``std::vector``, ``std::inner_product``);
+    - a loop's body that still uses the variable of a loop that ended before it (``_rename_loop_variable``).
 
     nvcc's messages count as g++'s for the same errors (``_gcc_form``).
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
@@ -378,6 +412,9 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
                 notes.append("unused declaration dropped")
         elif _hoist_loop_variable(lines, idx, name):
             hoisted = True
+        elif _rename_loop_variable(lines, idx, name):
+            if "an ended loop's variable replaced by the loop's own" not in notes:
+                notes.append("an ended loop's variable replaced by the loop's own")
     if hoisted:
         notes.append("loop variable declared before its loop")
     for i, line in enumerate(lines):

@@ -218,3 +218,41 @@ def test_a_blocked_kernel_that_handles_one_row_a_block_loops_over_the_blocks_row
     with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
         verdict = ev.evaluate(problem, build_scaffold(problem).module_source(fixed))
     assert verdict.status == "ok", verdict.reason
+
+
+# dev/channel_sum, asked to vectorize its helper's loop: the default model wrote the helper inline, renamed its
+# loop variable to k in the loop but left acc[i] (five answers over four runs, each "'i' was not declared")
+INLINED_SUM = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, int64_t x_size0, '
+               "int64_t x_size1, int64_t x_size2, int64_t out_size0, int64_t out_size1) {\n"
+               "    const int64_t outer = x_size0, n = x_size1, inner = x_size2;\n"
+               "    #pragma omp parallel for schedule(static)\n"
+               "    for (int64_t o = 0; o < outer; ++o) {\n"
+               "        float* acc = out + o * inner;\n"
+               "        #pragma omp simd\n"
+               "        for (int64_t i = 0; i < inner; ++i) acc[i] = 0.0f;\n"
+               "        for (int64_t j = 0; j < n; ++j) {\n"
+               "            #pragma omp simd\n"
+               "            for (int64_t k = 0; k < inner; ++k) acc[i] += x[(o * n + j) * inner + k];\n"
+               "        }\n"
+               "    }\n"
+               "}\n")
+
+
+def test_a_loop_body_left_with_an_ended_loops_variable_uses_its_own(tmp_path):
+    """The inlined loop's body uses the loop's own variable; the kernel builds and sums the channels
+    as torch does. An undeclared name that no earlier loop declared is left alone."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    fixed, notes = _fixed_until_clean(INLINED_SUM, "cpp")
+    assert notes == ["an ended loop's variable replaced by the loop's own"]
+    assert "++k) acc[k] += x[(o * n + j) * inner + k];" in fixed and "++i) acc[i] = 0.0f;" in fixed
+    stray = INLINED_SUM.replace("acc[i] += x", "acc[m] += x")
+    assert _fixed_until_clean(stray, "cpp")[1] == []
+    problem = load_problem(REPO / "benchmarks/problems_generalize/dev/channel_sum.py")
+    opts = EvalOptions(compare_compile=False, trials=2, timed_runs=3)
+    with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
+        verdict = ev.evaluate(problem, build_scaffold(problem).module_source(fixed))
+    assert verdict.status == "ok", verdict.reason
