@@ -26,6 +26,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def _has_problem(path: str) -> bool:
+    """Whether the session file records a problem (read-only: opening a store would write its schema)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return bool(con.execute("SELECT name FROM sqlite_master WHERE name = 'problems'").fetchone()
+                    and con.execute("SELECT 1 FROM problems LIMIT 1").fetchone())
+    finally:
+        con.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sessions", nargs="+")
@@ -44,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     seen: set[str] = set()
     with Evaluator(device="cpu", workers=1) as evaluator:
         for path in args.sessions:
+            if not _has_problem(path):  # a search stopped before it recorded its problem
+                print(f"{Path(path).name:<34} no problem recorded: skipped", flush=True)
+                continue
             store = SessionStore(path)
             record = store.problems()[0]
             problem = Problem(name=record.name, source=record.source, path=None)  # as the session recorded it
