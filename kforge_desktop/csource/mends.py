@@ -82,11 +82,18 @@ def _block_end(body: str, r0: str, bound: str, step: str) -> re.Match | None:
                      rf"\s*\)\s*;[^\n]*\n", body, re.M)
 
 
+def _declares(code: str, name: str) -> bool:
+    """Whether ``code`` declares ``name`` anywhere: a variable, a loop variable or a parameter."""
+    return bool(re.search(rf"\b(?:int64_t|int32_t|int|long|size_t|auto|unsigned|float|double)\s*[*&]?\s*{name}\s*[=;,)\[]",
+                          code))
+
+
 def loop_block_rows(code: str) -> tuple[str, int]:
     """``code`` with each block of rows looped over where an answer to "block the rows" handled only its
     first row: ``for (r0 = 0; r0 < rows; r0 += tile) { r1 = min(rows, r0 + tile); <one row at r0> }``
     with no loop from r0 to r1 (``const int64_t r = r0;``, or r0 used as the row) leaves the other rows of
-    every block unwritten (dev layer_norm_residual). The work of that one row
+    every block unwritten (dev layer_norm_residual); with a row ``r`` used and declared nowhere, it does not
+    build (dev l2_normalize and log_softmax: "'r' was not declared"). The work of that one row
     becomes the body of ``for (r = r0; r < r1; ++r)``; a kernel that loops over its blocks' rows is
     untouched. Returns the code and how many blocks were mended."""
     mended, pos, out = 0, 0, []
@@ -107,10 +114,10 @@ def loop_block_rows(code: str) -> tuple[str, int]:
                           rest, re.M)
         if alias:
             row, rest = alias.group(1), rest[:alias.start()] + rest[alias.end():]
+        elif not re.search(r"\br\b", rest) or not _declares(code, "r"):
+            row = "r"  # r0 as the row, or a row `r` used and never declared
         else:
-            row = "r" if not re.search(r"\br\b", rest) else None
-            if row is None:
-                continue
+            continue
         rest = re.sub(rf"\b{r0}\b", row, rest)
         indent = re.match(r"[ \t]*", end.group(0)).group(0)
         inner = "\n".join(("    " + ln) if ln.strip() else ln for ln in rest.rstrip().split("\n"))

@@ -256,3 +256,29 @@ def test_a_loop_body_left_with_an_ended_loops_variable_uses_its_own(tmp_path):
     with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
         verdict = ev.evaluate(problem, build_scaffold(problem).module_source(fixed))
     assert verdict.status == "ok", verdict.reason
+
+
+def test_a_blocked_kernel_whose_row_is_never_declared_loops_over_the_blocks_rows(tmp_path):
+    """Asked for one pass or blocks of rows, the default model wrote the block loop and its end, then used a
+    row ``r`` it never declared (dev l2_normalize and log_softmax: "'r' was not declared in this scope").
+    The row becomes the loop over the block's rows; the kernel builds and verifies. Where ``r`` is declared
+    (here a parameter), nothing changes."""
+    from kforge_desktop.csource.mends import loop_block_rows
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.scaffold import build_scaffold, kernel_from_answer
+
+    undeclared = ONE_ROW_A_BLOCK.replace("        const int64_t r = r0;\n", "")
+    problem = load_problem(REPO / "benchmarks/problems_generalize/dev/layer_norm_residual.py")
+    scaffold = build_scaffold(problem)
+    assert "not declared" in syntax_check(scaffold.kernel_file(LN_HELPERS + undeclared), "cpp")
+    fixed = kernel_from_answer("```cpp\n" + LN_HELPERS + undeclared + "```")
+    assert "for (int64_t r = r0; r < r1; ++r) {" in fixed
+    declared = undeclared.replace("float norm_eps)", "float norm_eps, int64_t r)")
+    assert loop_block_rows(declared) == (declared, 0)
+    opts = EvalOptions(compare_compile=False, trials=2, timed_runs=3)
+    with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
+        verdict = ev.evaluate(problem, scaffold.module_source(fixed))
+    assert verdict.status == "ok", verdict.reason
