@@ -265,8 +265,8 @@ def test_a_blocked_kernel_whose_row_is_never_declared_loops_over_the_blocks_rows
     (here a parameter), nothing changes."""
     from kforge_desktop.csource.mends import loop_block_rows
     from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.scaffold import build_scaffold, kernel_from_answer
 
