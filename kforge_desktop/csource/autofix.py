@@ -466,6 +466,3 @@ def autofix_const(kernel: str, prelude: str, errors: str) -> str | None:
     """Only the const-pointer fix of ``autofix`` (kept for callers that want just that one)."""
     out = autofix(kernel, prelude, errors)
     return out[0] if out and "const pointers" in out[1] else None
-
-
-# -- a running value under a SIMD reduction ----------------------------------------------------------

@@ -69,7 +69,6 @@ def drop_scan_reductions(code: str) -> tuple[str, int]:
     return "".join(out), dropped
 
 
-
 _BLOCK_LOOP = re.compile(r"for\s*\(\s*(?:const\s+)?(?:int64_t|int|long|size_t)\s+(\w+)\s*=\s*0\s*;\s*\1\s*<\s*(\w+)\s*;"
                          r"\s*\1\s*\+=\s*(\w+)\s*\)\s*\{")
 BLOCK_NOTE = "// each row of the block (the answer handled only the block's first row)"
@@ -84,7 +83,7 @@ def _block_end(body: str, r0: str, bound: str, step: str) -> re.Match | None:
 
 def _declares(code: str, name: str) -> bool:
     """Whether ``code`` declares ``name`` anywhere: a variable, a loop variable or a parameter."""
-    return bool(re.search(rf"\b(?:int64_t|int32_t|int|long|size_t|auto|unsigned|float|double)\s*[*&]?\s*{name}\s*[=;,)\[]",
+    return bool(re.search(rf"\b(?:int64_t|int32_t|int|long|size_t|auto|unsigned|float|double)\s*[*&]?\s*{re.escape(name)}\s*[=;,)\[]",
                           code))
 
 

@@ -27,16 +27,12 @@ from .directives import (
     CORRECT_FIRST,
     choose_directive,
     directive_by_key,
-    edit_target,
     expected_rate,
-    length_parameter,
-    open_tried,
-    outer_loop,
     reduction_term,
-    returns_value,
     simd_text,
     smoothed_rate,
 )
+from .edit_targets import edit_target, length_parameter, open_tried, outer_loop, returns_value
 from .exemplars import (
     EPILOGUE_OPS,
     SHARED_HELPERS,
@@ -233,13 +229,12 @@ class Planner:
             functions = kernel_functions(full.kernel_source, language) if full else []
             lang = node.language if node.origin != "root" and kind == "module" else language
             tried = tree.tried(node_id)
+            answers = [k for k in tree.children(node_id, counted=False) if k.directive]
             d = choose_directive(lang, open_tried(tried, functions, FUNCTION) if full else tried, rng,
                                  first=node.origin == "root", kernel=full.kernel_source if full else "",
                                  aten_ops=scaffold.aten_ops if scaffold else (), record=tree.directive_record(),
-                                 attempts=Counter(k.directive for k in tree.children(node_id, counted=False)
-                                                  if k.directive),
-                                 repeats=Counter(k.directive for k in tree.children(node_id, counted=False)
-                                                 if k.directive and k.state == "duplicate"))
+                                 attempts=Counter(k.directive for k in answers),
+                                 repeats=Counter(k.directive for k in answers if k.state == "duplicate"))
         if kind == "edit":
             return edit_expansion(node_id, functions, d, language, rng, tried)
         return Expansion(node_id, kind, d.key, d.text)

@@ -204,14 +204,15 @@ def test_directives_the_model_botched_elsewhere_in_the_tree_come_after_ones_it_c
 
 
 def test_a_pattern_is_written_in_the_edited_functions_own_names():
-    from kforge_desktop.search.directives import directive_by_key, length_parameter
+    from kforge_desktop.search.directives import directive_by_key
+    from kforge_desktop.search.edit_targets import length_parameter
 
     helper = "static inline float sq_dev_of(const float* v, float mean, int64_t n) {\n  return 0.0f;\n}"
     assert length_parameter(helper) == "n"
     assert length_parameter('extern "C" void f(const float* x, int64_t rows, int64_t cols) {}') == ""
     text = directive_by_key("cpp", "unroll_accumulators").prompt_text("cpp", length_parameter(helper))
     assert "c + 4 <= n;" in text and "cols" not in text
-    from kforge_desktop.search.directives import returns_value
+    from kforge_desktop.search.edit_targets import returns_value
 
     summing = "static inline float row_sum(const float* v, int64_t n) {\n  float s = 0.0f;\n  return s;\n}"
     assert returns_value(summing) and not returns_value(summing.replace("return s;", "v[0];"))
@@ -223,7 +224,8 @@ def test_a_rows_pattern_runs_over_the_kernels_own_outer_loop():
     """A kernel whose outer loop is not over the scaffold's rows (the values before a reduced middle
     dimension, a pooling's planes) is shown the blocking and parallel patterns over its own loop: asked
     with `r < rows`, the model rewrote `o < outer` as `r < rows` and wrote past the smaller output."""
-    from kforge_desktop.search.directives import directive_by_key, outer_loop
+    from kforge_desktop.search.directives import directive_by_key
+    from kforge_desktop.search.edit_targets import outer_loop
 
     middle = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
               "    const int64_t outer = 16, n = 96, inner = 512;  // for (int64_t c = 0; c < cols; ++c) in a comment\n"
@@ -268,7 +270,7 @@ def test_the_unroll_pattern_shows_the_helpers_own_term():
 def test_a_directive_is_asked_of_each_function_it_applies_to_before_it_counts_as_tried():
     """Unrolling one helper's sum says nothing about unrolling another's: the directive stays open on
     a node until each reduction helper was asked, and the next request names a helper not asked yet."""
-    from kforge_desktop.search.directives import edit_target, open_tried
+    from kforge_desktop.search.edit_targets import edit_target, open_tried
 
     functions = [("sum_of", "float sum_of(...) { for (...) s += v[i]; }"),
                  ("sq_dev_of", "float sq_dev_of(...) { for (...) s += d * d; }"),
@@ -403,7 +405,8 @@ def test_a_cuda_seed_is_asked_only_for_changes_it_lacks_and_each_of_the_function
     """The CUDA exemplars load float4 and reduce with warp shuffles already: asked for either, the default
     model hands the seed back unchanged. A launch shape is the entry point's; a grid-stride loop or a
     staging in shared memory is a __global__ function's (asked of a load helper, it has nothing to act on)."""
-    from kforge_desktop.search.directives import applicable, edit_targets
+    from kforge_desktop.search.directives import applicable
+    from kforge_desktop.search.edit_targets import edit_targets
     from kforge_desktop.search.exemplars import seed_exemplars
     from kforge_desktop.search.planner import kernel_functions
     from kforge_desktop.search.scaffold import FUNCTION, build_scaffold
