@@ -7,7 +7,7 @@ only remove what is outside the block. It also counts the answers that fell into
 search's loop check (``llm.generator.repeating``, run as the answer streams in) would stop them,
 and how many of those were correct kernels.
 
-    python benchmarks/answer_shapes.py benchmarks/results/sessions/*.kforge
+    python benchmarks/answer_shapes.py benchmarks/results/sessions/*.kforge.gz
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sessions", nargs="+")
     args = ap.parse_args(argv)
     from kforge_desktop.llm.generator import REPEAT_SPAN, repeating
+    from kforge_desktop.store.archive import each_readable
 
     n = chars = before = after = no_fence = several = with_main = cut = loops = loops_ok = 0
-    for path in args.sessions:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    for path, plain in each_readable(args.sessions):
+        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
         try:
             rows = db.execute("SELECT c.response, c.params, v.status FROM llm_calls c LEFT JOIN nodes n "
                               "ON n.llm_call_id = c.id LEFT JOIN verdicts v ON v.node_id = n.id").fetchall()

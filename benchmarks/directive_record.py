@@ -3,9 +3,9 @@
 The priors on the C++ directives (``search/directives.py``) and the "fix it" repair record in
 ``docs/benchmarks.md`` (the reason for ``search/planner.py``'s ``repair_patience``) come from this count:
 
-    python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge \
-        benchmarks/results/search_36d1137/sessions/*.kforge benchmarks/results/search_346744e_partial/sessions/*.kforge \
-        benchmarks/results/search/sessions/*.kforge benchmarks/results/search_648317c/sessions/*.kforge
+    python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge.gz \
+        benchmarks/results/search_36d1137/sessions/*.kforge.gz benchmarks/results/search_346744e_partial/sessions/*.kforge.gz \
+        benchmarks/results/search/sessions/*.kforge.gz benchmarks/results/search_648317c/sessions/*.kforge.gz
 
 Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
 duplicates (answers that repeated an earlier kernel) beside them. Then per kind of request: the mean
@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kforge_desktop.store.archive import each_readable  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     sizes: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # answers, prompt tokens, answer tokens, cut
-    for path in args.sessions:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    for path, plain in each_readable(args.sessions):
+        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
         try:
             rows = db.execute("SELECT n.kind, n.directive, n.state, v.status FROM nodes n LEFT JOIN verdicts v "
                               "ON v.node_id = n.id WHERE n.origin = 'llm'").fetchall()

@@ -108,7 +108,7 @@ def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, gene
     from kforge_desktop.search.config import SearchConfig
     from kforge_desktop.search.engine import SearchEngine
     from kforge_desktop.search.setup import create_session
-    from kforge_desktop.store import SessionStore
+    from kforge_desktop.store import SessionStore, pack
 
     problem = load_problem(path)
     config = SearchConfig(strategy="mcts", budget_candidates=budget, seed=seed, device="cpu", max_tokens=max_tokens,
@@ -138,11 +138,12 @@ def run_one(path: Path, half: str, seed: int, budget: int, max_tokens: int, gene
     row.update(different_from_seeds(store, pid, problem))
     row.update(half=half, problem=problem.name, seed=seed, budget=budget, model=model_name, max_tokens=max_tokens,
                temperature=config.temperature, commit=CODE_COMMIT,
-               wall_s=wall, reason=finished.reason, session=os.path.relpath(session, ROOT), host=platform.node(),
-               cores=os.cpu_count(), finished_at=time.time())
+               wall_s=wall, reason=finished.reason, host=platform.node(), cores=os.cpu_count(),
+               finished_at=time.time())
     store.close()
-    if finished.reason == "stopped":
+    if finished.reason == "stopped":  # kept as it is, to be continued
         raise KeyboardInterrupt
+    row["session"] = os.path.relpath(pack(session), ROOT)  # a finished session is kept packed
     return row
 
 
@@ -283,21 +284,22 @@ def recount(path: Path) -> int:
     """Read every recorded search's session again (``collect``) and rewrite its row: a summary column
     added later (``failures``) then covers the searches run before it. Only the summary is read."""
     from kforge_desktop.problem.problem import load_problem
-    from kforge_desktop.store import SessionStore
+    from kforge_desktop.store import SessionStore, readable, stored
 
     rows = load_rows(path)
     for row in rows:
-        session = ROOT / row["session"]
-        if not session.exists():
+        session = stored(ROOT / row["session"])  # as recorded, or packed since
+        if session is None:
             continue
         problem = load_problem(PROBLEMS / row["half"] / f"{row['problem']}.py")
-        store = SessionStore(session)
-        try:
-            pid = next(p.id for p in store.problems() if p.name == row["problem"])
-            row.update(collect(store, pid))
-            row.update(different_from_seeds(store, pid, problem))
-        finally:
-            store.close()
+        with readable(session) as plain:
+            store = SessionStore(plain)
+            try:
+                pid = next(p.id for p in store.problems() if p.name == row["problem"])
+                row.update(collect(store, pid))
+                row.update(different_from_seeds(store, pid, problem))
+            finally:
+                store.close()
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"{len(rows)} rows recounted", flush=True)
     return 0

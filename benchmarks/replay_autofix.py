@@ -9,9 +9,9 @@ when they change it, is evaluated the same way (an answer recorded in several se
 the recorded ones, so this measures a change to the fixes without new LLM calls, and anyone can
 rerun it on the published sessions:
 
-    python benchmarks/replay_autofix.py benchmarks/results/search/sessions/*-mcts-*.kforge
-    python benchmarks/replay_autofix.py benchmarks/results/generalize/*_sessions/dev/*.kforge
-    python benchmarks/replay_autofix.py --wrong-only benchmarks/results/generalize/*_sessions/dev/*.kforge
+    python benchmarks/replay_autofix.py benchmarks/results/search/sessions/*-mcts-*.kforge.gz
+    python benchmarks/replay_autofix.py benchmarks/results/generalize/*_sessions/dev/*.kforge.gz
+    python benchmarks/replay_autofix.py --wrong-only benchmarks/results/generalize/*_sessions/dev/*.kforge.gz
 
 (Each session's problem is the one it recorded, so a session of any problem file can be replayed.)
 """
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def _has_problem(path: str) -> bool:
+def _has_problem(path: Path) -> bool:
     """Whether the session file records a problem (read-only: opening a store would write its schema)."""
     import sqlite3
 
@@ -51,16 +51,17 @@ def main(argv: list[str] | None = None) -> int:
     from kforge_desktop.search.answers import autofix_kernel
     from kforge_desktop.search.scaffold import build_scaffold, clean_kernel
     from kforge_desktop.store import SessionStore
+    from kforge_desktop.store.archive import each_readable
 
     failed = fixed = correct = candidates = 0
     wrong = mended = mended_ok = 0
     seen: set[str] = set()
     with Evaluator(device="cpu", workers=1) as evaluator:
-        for path in args.sessions:
-            if not _has_problem(path):  # a search stopped before it recorded its problem
+        for path, plain in each_readable(args.sessions):
+            if not _has_problem(plain):  # a search stopped before it recorded its problem
                 print(f"{Path(path).name:<34} no problem recorded: skipped", flush=True)
                 continue
-            store = SessionStore(path)
+            store = SessionStore(plain)
             record = store.problems()[0]
             problem = Problem(name=record.name, source=record.source, path=None)  # as the session recorded it
             scaffold = build_scaffold(problem, "cpp")

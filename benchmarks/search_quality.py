@@ -55,7 +55,7 @@ def run_one(problem_name: str, config_name: str, budget: int, seed: int, model_p
     from kforge_desktop.search.config import SearchConfig
     from kforge_desktop.search.engine import SearchEngine
     from kforge_desktop.search.setup import create_session
-    from kforge_desktop.store import SessionStore
+    from kforge_desktop.store import SessionStore, pack
 
     strategy, overrides = CONFIGS[config_name]
     problem = load_problem(ROOT / "resources" / "problems" / f"{problem_name}.py")
@@ -64,7 +64,7 @@ def run_one(problem_name: str, config_name: str, budget: int, seed: int, model_p
                           max_tokens=max_tokens, memory=False, **overrides)
     session_dir.mkdir(parents=True, exist_ok=True)
     path = session_dir / f"{problem_name}-{config_name}-s{seed}.kforge"
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", ".gz"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     store = SessionStore(path)
     pid = create_session(store, problem, config)
@@ -75,8 +75,9 @@ def run_one(problem_name: str, config_name: str, budget: int, seed: int, model_p
     row = collect(store, pid)
     row.update(problem=problem_name, config=config_name, strategy=strategy, budget=budget, seed=seed,
                model=Path(model_path).name, max_tokens=max_tokens, wall_s=wall, reason=finished.reason,
-               session=os.path.relpath(path, ROOT), host=platform.node(), cores=os.cpu_count())
+               host=platform.node(), cores=os.cpu_count())
     store.close()
+    row["session"] = os.path.relpath(pack(path), ROOT)  # a finished session is kept packed
     return row
 
 
@@ -197,17 +198,19 @@ def retime(rows: list[dict], out: Path) -> list[dict]:
     speedup is best among the search's three fastest."""
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
-    from kforge_desktop.store import SessionStore
+    from kforge_desktop.store import SessionStore, readable, stored
 
     done = []
     with Evaluator(device="cpu", workers=1) as evaluator:
         for r in rows:
-            path = ROOT / r["session"]
-            if not path.exists():
+            path = stored(ROOT / r["session"])  # as recorded, or packed since
+            if path is None:
                 continue
-            store = SessionStore(path)
-            pid = store.problems()[0].id
-            nodes = [n for n in store.nodes(pid) if n.speedup is not None]
+            with readable(path) as plain:
+                store = SessionStore(plain)
+                pid = store.problems()[0].id
+                nodes = [n for n in store.nodes(pid) if n.speedup is not None]
+                store.close()
             llm = sorted((n for n in nodes if n.origin == "llm"), key=lambda n: -n.speedup)[:3]
             seeds = [n for n in nodes if n.origin == "seed"]
             problem = load_problem(ROOT / "resources" / "problems" / f"{r['problem']}.py")
@@ -219,7 +222,6 @@ def retime(rows: list[dict], out: Path) -> list[dict]:
                 done.append(row)
                 print(f"{r['problem']:<16} {r['config']:<12} s{r['seed']} node {n.id:<3} {n.origin:<5} "
                       f"search {n.speedup:.2f}x  alone {v.summary()}", flush=True)
-            store.close()
     out.write_text("".join(json.dumps(d) + "\n" for d in done))
     return done
 

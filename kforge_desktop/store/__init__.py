@@ -4,8 +4,10 @@
     store = SessionStore(path)              # creates the file if needed
     store = SessionStore.open(path)         # an existing session only
     nodes = store.nodes(problem_id)         # list[NodeRecord]
+    pack(path); with readable(stored(path)) as plain: ...   # finished sessions kept as .kforge.gz
 """
 
+from .archive import pack, readable, stored
 from .records import (
     EventRecord,
     LLMCallRecord,
@@ -27,4 +29,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "TimeSplit",
+    "pack",
+    "readable",
+    "stored",
 ]

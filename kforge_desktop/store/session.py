@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..kernels.verdict import Verdict
 from ..problem.problem import Problem
+from .archive import is_packed
 from .records import (
     KINDS,
     NODE_STATES,
@@ -70,6 +71,8 @@ class SessionStore:
             raise StoreError(f"Session file {self.path} does not exist.")
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a folder; give the path of a session file.")
+        if is_packed(self.path):
+            raise StoreError(f"{self.path} is a packed session; unpack it first (gunzip -k {self.path}).")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 
@@ -187,3 +188,33 @@ def test_readers_in_other_threads_see_the_writers_nodes(session, tmp_path):
     assert seen and max(seen) <= 51 and seen == sorted(seen)
     assert len(reader.nodes(pid)) == 51
     reader.close()
+
+
+def test_a_packed_session_keeps_every_node_and_reads_back(session, tmp_path):
+    from kforge_desktop.store import pack, readable, stored
+
+    store, pid, root = session
+    big = "float x = 0.0f;\n" * 2000  # kernels repeat themselves: the packed file is far smaller
+    nodes = [store.add_node(pid, root, "llm", "whole", "cpp", source=big + str(i), kernel_source=big)
+             for i in range(5)]
+    store.record_verdict(nodes[2], ok(1.5))
+    plain = tmp_path / "cut.kforge"  # what a search killed now leaves: the file and a log not folded in yet
+    for suffix in ("", "-wal"):
+        shutil.copy(str(tmp_path / "s.kforge") + suffix, str(plain) + suffix)
+    store.close()
+    size = plain.stat().st_size + (tmp_path / "cut.kforge-wal").stat().st_size
+
+    packed = pack(plain)
+    assert packed.name == "cut.kforge.gz" and not plain.exists() and not (tmp_path / "cut.kforge-wal").exists()
+    assert packed.stat().st_size * 5 < size
+    assert stored(plain) == packed  # a record naming the plain file finds the packed one
+    with pytest.raises(StoreError, match="packed session; unpack it first"):
+        SessionStore.open(packed)
+    with readable(packed) as path:
+        again = SessionStore.open(path)
+        assert [n.id for n in again.nodes(pid)] == [root, *nodes]
+        assert again.node(nodes[4]).source == big + "4" and again.node(nodes[2]).verdict.speedup == 1.5
+        again.set_pinned(nodes[2])  # writing to the unpacked copy leaves the packed record as it was
+        again.close()
+    with readable(packed) as path:
+        assert not SessionStore.open(path).node(nodes[2]).pinned
