@@ -4,8 +4,12 @@
 // L2 again; several blocks an SM (SMEM_KB of shared memory each at most) overlap one slice's loads with another's
 // stores. The loads go through registers (default), as cp.async copies (LOAD_ASYNC, in SPLIT groups) or as one
 // bulk copy a block (BULK_LOAD); the stores as streaming stores or one bulk copy a block (BULK_STORE). LOAD_ASYNC
-// at SMEM_KB=32 was fastest and became the exemplar's path for tensors larger than L2. Slices too large for
-// PARTS_MAX blocks, or without a float4 layout, are not handled here. Measured: benchmarks/group_norm_variants.py.
+// at SMEM_KB=32 was fastest and became the exemplar's path for tensors larger than L2; then, with REG_F4=1 (4 KB of
+// each part in registers, seven blocks an SM instead of six), the path it has now. Also: the sums merged through
+// global memory instead of a cluster (FLAGS), timing references with no merge (NO_CLUSTER_SUM, NO_CLUSTER_LAUNCH),
+// the blocks an SM set by the shared memory each takes (OCC_SMEM_KB) and the loads' and stores' cache hints. Slices
+// too large for PARTS_MAX blocks, or without a float4 layout, are not handled here. Measured:
+// benchmarks/group_norm_variants.py.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
 #include <cstdint>
@@ -111,9 +115,61 @@ __device__ __forceinline__ void add4(float2& s, float4 v, float K) {
     s.y += (a * a + b * b) + (c * c + d * d);
 }
 
-__global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
+#if defined(FLAGS)
+// The blocks of a slice without a cluster: each takes a ticket as it starts (the ticket, not blockIdx, says which
+// slice and part it does, so a block waits only for blocks that have started or are the next to start), publishes
+// its sums in global memory with a flag set to this launch's epoch, and reads its siblings' once their flags show
+// it. No cluster is scheduled as a whole, so an SM's free slot takes the next block at once. The last block to
+// finish resets the tickets for the next launch (launches on one stream only).
+#define FLAG_SLOTS (1 << 16)
+__device__ unsigned int gn_ticket = 0, gn_done = 0;
+__device__ unsigned int gn_flag[FLAG_SLOTS];
+__device__ float2 gn_partial[FLAG_SLOTS];
+
+__device__ float2 flags_sum2(float2 s, int64_t blk, int parts, unsigned epoch, float2* total) {
+    if (threadIdx.x == 0) {
+        __stcg(&gn_partial[blk % FLAG_SLOTS], s);
+        __threadfence();
+        atomicExch(&gn_flag[blk % FLAG_SLOTS], epoch);
+    }
+    if (threadIdx.x < 32) {
+        float2 v = make_float2(0.0f, 0.0f);
+        if ((int)threadIdx.x < parts) {
+            const int64_t j = (blk / parts * parts + threadIdx.x) % FLAG_SLOTS;
+            while (*(volatile unsigned*)&gn_flag[j] != epoch) __nanosleep(20);
+            __threadfence();
+            v = __ldcg(&gn_partial[j]);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            v.x += __shfl_xor_sync(0xffffffff, v.x, o);
+            v.y += __shfl_xor_sync(0xffffffff, v.y, o);
+        }
+        if (threadIdx.x == 0) *total = v;
+    }
+    __syncthreads();
+    return *total;
+}
+#endif
+
+// cluster barriers are used unless the sums go through global memory (FLAGS) or are not merged at all
+// (NO_CLUSTER_SUM: each block normalizes by its own part's sums, a timing reference that is not correct)
+#if defined(FLAGS) || defined(NO_CLUSTER_SUM)
+#define USES_CLUSTER 0
+#else
+#define USES_CLUSTER 1
+#endif
+
+#ifndef REG_F4
+#define REG_F4 0  // float4s a thread holds of its block's part in registers (the rest in shared memory): with
+#endif            // less shared memory a block, more blocks an SM
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS) group_norm_silu_smem(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts, int64_t slices) {
+    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts, int64_t slices,
+    unsigned epoch) {
     extern __shared__ float4 buf[];
     __shared__ float2 red[33];
     __shared__ float2 sums;
@@ -122,12 +178,19 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
     const int n4 = count / 4 / parts;  // this block's float4s
 #if defined(PERSISTENT)
     // as many clusters as fit at once, each walking over the slices (no cluster launched and retired a slice)
-    for (int64_t g = blockIdx.x / parts, first = 1; g < slices; g += gridDim.x / parts, first = 0) {
+    const int64_t blk = blockIdx.x;
+    for (int64_t g = blk / parts, first = 1; g < slices; g += gridDim.x / parts, first = 0) {
+#elif defined(FLAGS)
+    {
+    __shared__ unsigned ticket;
+    if (threadIdx.x == 0) ticket = atomicAdd(&gn_ticket, 1u);
+    __syncthreads();
+    const int64_t blk = ticket, g = blk / parts, first = 1;
 #else
     {
-    const int64_t g = blockIdx.x / parts, first = 1;
+    const int64_t blk = blockIdx.x, g = blk / parts, first = 1;
 #endif
-    const int begin4 = (int)(blockIdx.x % parts) * n4;
+    const int begin4 = (int)(blk % parts) * n4;
     const float* xg = x + g * count;
     const float4* x4 = reinterpret_cast<const float4*>(xg) + begin4;
     float4* y4 = reinterpret_cast<float4*>(out + g * count) + begin4;
@@ -157,11 +220,30 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
 #ifndef SPLIT
 #define SPLIT 1
 #endif
+#if REG_F4 > 0
+    // the part's last REG_F4 * THREADS float4s go to registers, loaded first so they are in flight with the copies
+    const int n4s = n4 - REG_F4 * THREADS;
+    float4 reg[REG_F4 > 0 ? REG_F4 : 1];
+#pragma unroll
+    for (int u = 0; u < REG_F4; ++u) reg[u] = __ldcs(x4 + n4s + u * THREADS + threadIdx.x);
+#define n4 n4s
+#endif
     const int per = (n4 + SPLIT * THREADS - 1) / (SPLIT * THREADS) * THREADS;  // float4s a group
     for (int gi = 0; gi < SPLIT; ++gi) {
+#if defined(LOAD_EVICT_FIRST)
+        unsigned long long policy;  // x is read once: its lines are the first L2 gives up
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
         for (i = gi * per + threadIdx.x; i < min(n4, (gi + 1) * per); i += THREADS) {
             const unsigned dst = (unsigned)__cvta_generic_to_shared(buf + i);
+#if defined(LOAD_EVICT_FIRST)
+            asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(x4 + i),
+                         "l"(policy));
+#elif defined(LOAD_PREFETCH)
+            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(x4 + i));
+#else
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(x4 + i));
+#endif
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
@@ -173,6 +255,10 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
         if (SPLIT - 1 - gi == 0) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         for (i = gi * per + threadIdx.x; i < min(n4, (gi + 1) * per); i += THREADS) add4(s, buf[i], K);
     }
+#if REG_F4 > 0
+#pragma unroll
+    for (int u = 0; u < REG_F4; ++u) add4(s, reg[u], K);
+#endif
 #else
     i = threadIdx.x;
     for (; i + (UNROLL - 1) * THREADS < n4; i += UNROLL * THREADS) {
@@ -192,7 +278,11 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
     }
 #endif
     s = block_sum2(s, red);  // its __syncthreads also orders buf's stores before the reads below
+#if defined(FLAGS)
+    if (parts > 1) s = flags_sum2(s, blk, parts, epoch, &sums);
+#elif USES_CLUSTER
     if (parts > 1) s = cluster_sum2(s, &sums, parts, !first);
+#endif
     const float mean_k = s.x / (float)count;
     const float mean = K + mean_k, inv_std = rsqrtf(fmaxf(s.y / (float)count - mean_k * mean_k, 0.0f) + eps);
     const float* wg = weight + (g % num_groups) * per_group;
@@ -229,10 +319,25 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
                                      out1(v.z, scale, shift, scale2, shift2), out1(v.w, scale, shift, scale2, shift2));
 #if defined(BULK_STORE)
         buf[i] = y;  // in place; one bulk copy writes the part out
+#elif defined(STORE_PLAIN)
+        y4[i] = y;  // a write-back store (the others are streaming stores)
 #else
         __stcs(y4 + i, y);
 #endif
     }
+#if REG_F4 > 0
+#undef n4
+#pragma unroll
+    for (int u = 0; u < REG_F4; ++u) {  // the float4s held in registers
+        i = n4s + u * THREADS + threadIdx.x;
+        const float4 v = reg[u];
+        const int ch = channel_of(4 * (begin4 + i), spatial, inv_spatial);
+        const float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
+        const float scale2 = 0.5f * scale, shift2 = 0.5f * shift;  // SILU_MODE 3 (the launcher checks)
+        __stcs(y4 + i, make_float4(out1(v.x, scale, shift, scale2, shift2), out1(v.y, scale, shift, scale2, shift2),
+                                   out1(v.z, scale, shift, scale2, shift2), out1(v.w, scale, shift, scale2, shift2)));
+    }
+#endif
 #if defined(BULK_STORE)
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the stores above, seen by the bulk copy
     __syncthreads();
@@ -244,8 +349,15 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
     }
 #endif
     }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && USES_CLUSTER
     if (parts > 1) cg::this_cluster().barrier_wait();
+#endif
+#if defined(FLAGS)
+    if (threadIdx.x == 0 && atomicAdd(&gn_done, 1u) == gridDim.x - 1) {  // every block has its ticket: reset
+        gn_ticket = 0;
+        gn_done = 0;
+        __threadfence();
+    }
 #endif
 }
 
@@ -255,7 +367,8 @@ __global__ void __launch_bounds__(THREADS) group_norm_silu_smem(
 // stores. Twice SMEM_KB of shared memory a block.
 __global__ void __launch_bounds__(THREADS) group_norm_silu_pipe(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts, int64_t slices) {
+    float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts, int64_t slices,
+    unsigned epoch) {
     extern __shared__ float4 buf[];  // [2][n4]
     __shared__ float2 red[33];
     __shared__ float2 sums;
@@ -324,17 +437,31 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
     const int bytes = (int)(count * 4 / parts) * 2;
     auto kernel = group_norm_silu_pipe;
 #else
-    const int bytes = (int)(count * 4 / parts);
+    const int bytes = (int)(count * 4 / parts) - REG_F4 * THREADS * 16;  // REG_F4: part of it in registers
     auto kernel = group_norm_silu_smem;
+#if REG_F4 > 0 && (SILU_MODE != 3 || !defined(LOAD_ASYNC) || defined(WALK) || defined(BULK_STORE))
+#error "REG_F4 is written for LOAD_ASYNC with SILU_MODE=3"
 #endif
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (bytes <= 0) return;
+#endif
+#if defined(OCC_SMEM_KB)
+    // a block takes OCC_SMEM_KB of shared memory whatever its part needs: fewer blocks an SM (228 KB an SM)
+    const int alloc = bytes > OCC_SMEM_KB * 1024 ? bytes : OCC_SMEM_KB * 1024;
+#else
+    const int alloc = bytes;
+#endif
+#if !defined(NO_CARVEOUT)
+    // as much of the SM's on-chip memory as shared memory as the blocks take (else the driver's choice)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+#endif
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
 #if PARTS_MAX > 8
     cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 #endif
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3((unsigned)(slices * parts));
     config.blockDim = dim3(THREADS);
-    config.dynamicSmemBytes = bytes;
+    config.dynamicSmemBytes = alloc;
     config.stream = stream;
     cudaLaunchAttribute cluster;
     cluster.id = cudaLaunchAttributeClusterDimension;
@@ -342,13 +469,18 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
     cluster.val.clusterDim.y = 1;
     cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
+#if defined(FLAGS) || defined(NO_CLUSTER_LAUNCH)
+    config.numAttrs = 0;  // the blocks of a slice are not launched as a cluster
+#else
     config.numAttrs = parts > 1 ? 1 : 0;
+#endif
 #if defined(PERSISTENT) || defined(PIPELINE)
     int fit = 0;
     if (parts > 1 && cudaOccupancyMaxActiveClusters(&fit, (void*)kernel, &config) == cudaSuccess && fit > 0 &&
         fit < slices)
         config.gridDim = dim3((unsigned)(fit * parts));
 #endif
+    static unsigned epoch = 0;  // FLAGS: a flag set in an earlier launch is not this one's
     cudaLaunchKernelEx(&config, kernel, x, weight, bias, out, channels, (int)spatial, num_groups, eps,
-                       parts, slices);
+                       parts, slices, ++epoch);
 }

@@ -2,11 +2,11 @@
 
 The exemplar (resources/exemplars/cuda/group_norm_silu.cu) makes two passes over each (sample, group) slice, one
 block a slice (a cluster of blocks when there are fewer slices than SMs): it sums the slice, then reads it back
-from L2 and writes the output; a tensor larger than L2 is held in shared memory instead (a cluster of blocks a
-slice, each block's part copied in with cp.async). Beside it: the design before the two passes
-(benchmarks/group_norm_clusters.cu, commit cec20b7: a cluster of 8 blocks held a slice in registers), and the
-shared-memory design at several sizes, loaded through registers, with cp.async or with bulk copies
-(benchmarks/group_norm_smem.cu; `async32` is the exemplar's held path). GN_VARIANTS=a,b picks some, GN_SHAPES=BxCxHxW:G,... the shapes. Each is built
+from L2 and writes the output; a tensor larger than L2 is held on chip instead (a cluster of blocks a slice, each
+block's part copied in with cp.async, a float4 a thread of it kept in a register). Beside it: the design before the
+two passes (benchmarks/group_norm_clusters.cu, commit cec20b7: a cluster of 8 blocks held a slice in registers), and
+the shared-memory design at several sizes, loaded through registers, with cp.async or with bulk copies
+(benchmarks/group_norm_smem.cu; `held7_def` is the exemplar's held path, `async32_tanh` the one before it). GN_VARIANTS=a,b picks some, GN_SHAPES=BxCxHxW:G,... the shapes. Each is built
 and timed against eager, torch.compile and a plain copy of x (the bandwidth the floor assumes) in device time:
 CUDA events around 20 back-to-back calls after an L2 flush, median of 15; every output is checked against
 F.group_norm + silu (the shared-memory designs handle only slices of a float4 layout up to 8 blocks: an error
@@ -63,7 +63,33 @@ VARIANTS = {"exemplar": (ROOT / "resources/exemplars/cuda/group_norm_silu.cu", [
             "pipe32_tanh": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=3"]),
             "pipe32_t512_tanh": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=3", "-DTHREADS=512"]),
             "pipe16_tanh": (SMEM, ["-DSMEM_KB=16", "-DPIPELINE", "-DSILU_MODE=3", "-DPARTS_MAX=16"]),
-            "pipe32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=2"])}
+            "pipe32_nosilu": (SMEM, ["-DSMEM_KB=32", "-DPIPELINE", "-DSILU_MODE=2"]),
+            # what the cluster costs (timing references, not correct: each block normalizes by its own part's sums):
+            # the cluster launched but its sums not merged, and no cluster launched at all
+            "async32_tanh_nomerge": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DNO_CLUSTER_SUM"]),
+            "async32_tanh_nocluster": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DNO_CLUSTER_SUM",
+                                              "-DNO_CLUSTER_LAUNCH"]),
+            # no cluster: the sums merged through global memory, blocks ordered by a ticket taken as they start
+            "flags32_tanh": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DFLAGS"]),
+            # the loads' L2 policy (evict first; a 256-byte prefetch) and write-back stores instead of streaming ones
+            "async32_tanh_evict": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DLOAD_EVICT_FIRST"]),
+            "async32_tanh_pf256": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DLOAD_PREFETCH"]),
+            "async32_tanh_wb": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DSTORE_PLAIN"]),
+            # part of each block's 32 KB in registers (one or two float4s a thread), so 7 or 8 blocks fit an SM
+            "async28r1_tanh": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DREG_F4=1", "-DMIN_BLOCKS=7"]),
+            "async24r2_tanh": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DREG_F4=2", "-DMIN_BLOCKS=8"]),
+            "async28r1_tanh_free": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DREG_F4=1"]),
+            # at most 40 registers a thread: six blocks an SM by registers too (64 without the bound: four)
+            "async32_tanh_mb6": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DMIN_BLOCKS=6"]),
+            # blocks an SM set by the shared memory a block takes (registers bounded for six); NO_CARVEOUT leaves the
+            # split of on-chip memory between L1 and shared memory to the driver
+            "async32_tanh_def": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DNO_CARVEOUT"]),
+            "held6_def": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DMIN_BLOCKS=6", "-DNO_CARVEOUT"]),
+            "held5": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DMIN_BLOCKS=6", "-DOCC_SMEM_KB=44"]),
+            "held4": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DMIN_BLOCKS=6", "-DOCC_SMEM_KB=54"]),
+            "held3": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DMIN_BLOCKS=6", "-DOCC_SMEM_KB=72"]),
+            "held7_def": (SMEM, ["-DSMEM_KB=32", "-DLOAD_ASYNC", "-DSILU_MODE=3", "-DREG_F4=1", "-DMIN_BLOCKS=7",
+                                 "-DNO_CARVEOUT"])}
 if os.environ.get("GN_VARIANTS"):  # a comma-separated subset
     VARIANTS = {k: VARIANTS[k] for k in os.environ["GN_VARIANTS"].split(",")}
 WRAP = r'''

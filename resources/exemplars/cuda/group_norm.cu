@@ -2,7 +2,7 @@
 // keywords: groupnorm group_norm groups num_groups channels norm mean variance eps weight bias
 // ops: native_group_norm group_norm
 // optional: weight=1 bias=0
-// about: GroupNorm on [batch, channels, spatial]: one block per (sample, group) slice (a cluster of blocks when there are fewer slices than SMs), two passes over it: the first sums it (float4 loads kept in L2), the second reads it back from L2 and writes the output; x leaves memory once when the slices in flight fit in L2. A tensor larger than L2 is held in shared memory instead: a cluster of blocks a slice, each block copies its part in once, sums it and writes it out.
+// about: GroupNorm on [batch, channels, spatial]: one block per (sample, group) slice (a cluster of blocks when there are fewer slices than SMs), two passes over it: the first sums it (float4 loads kept in L2), the second reads it back from L2 and writes the output; x leaves memory once when the slices in flight fit in L2. A tensor larger than L2 is held on chip instead (shared memory and a register a thread): a cluster of blocks a slice, each block loads its part once, sums it and writes it out.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
 #include <cstdint>
@@ -161,17 +161,20 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_groups(  // 2: two bloc
     }
 }
 
-// A tensor larger than L2 (the two passes would read much of it from memory twice): each slice is held in shared
-// memory by a cluster of `parts` blocks, HELD_BYTES at most a block. A block copies its part in (cp.async: every
-// load in flight at once, through no registers), each thread sums the float4s it copied, the cluster merges the
-// sums, and the block writes its part out from shared memory. Several blocks an SM overlap one slice's loads with
-// another's stores. vec and count % (4 * parts) == 0 (the launcher checks).
+// A tensor larger than L2 (the two passes would read much of it from memory twice): each slice is held on chip
+// by a cluster of `parts` blocks, HELD_BYTES at most a block: a thread's first float4 in a register, the rest of
+// the block's part in shared memory (cp.async: every load in flight at once, through no registers). Each thread
+// sums the float4s it loaded, the cluster merges the sums, and the block writes its part out. Several blocks an
+// SM overlap one slice's loads with another's stores: the more, the closer to a plain copy's speed, which is why
+// 4 KB of each 32 KB part sit in registers (seven blocks fit an SM's shared memory, six with all of it there).
+// vec and count % (4 * parts) == 0 (the launcher checks).
 #define HELD_THREADS 256
 #define HELD_BYTES (32 * 1024)
-__global__ void __launch_bounds__(HELD_THREADS) group_norm_held(
+#define HELD_BLOCKS 7  // blocks an SM: registers for this many
+__global__ void __launch_bounds__(HELD_THREADS, HELD_BLOCKS) group_norm_held(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
     float* __restrict__ out, int64_t channels, int spatial, int64_t num_groups, float eps, int parts) {
-    extern __shared__ float4 held[];
+    extern __shared__ float4 held[];  // the part's float4s from HELD_THREADS on
     __shared__ float2 smem[33];
     __shared__ float2 sums;
     const int64_t per_group = channels / num_groups;
@@ -182,12 +185,15 @@ __global__ void __launch_bounds__(HELD_THREADS) group_norm_held(
     const float* xg = x + g * count;
     const float4* x4 = reinterpret_cast<const float4*>(xg) + first4;
     float4* y4 = reinterpret_cast<float4*>(out + g * count) + first4;
-    for (int i = threadIdx.x; i < n4; i += HELD_THREADS) {
+    const bool mine = threadIdx.x < n4;
+    float4 first = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // the part's float4 threadIdx.x
+    if (mine) first = __ldcs(x4 + threadIdx.x);
+    for (int i = HELD_THREADS + threadIdx.x; i < n4; i += HELD_THREADS) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
-                     ::"r"((unsigned)__cvta_generic_to_shared(held + i)), "l"(x4 + i));
+                     ::"r"((unsigned)__cvta_generic_to_shared(held + i - HELD_THREADS)), "l"(x4 + i));
 #else
-        held[i] = x4[i];
+        held[i - HELD_THREADS] = x4[i];
 #endif
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -195,7 +201,8 @@ __global__ void __launch_bounds__(HELD_THREADS) group_norm_held(
 #endif
     const float K = __ldg(xg);
     float2 s = make_float2(0.0f, 0.0f);
-    for (int i = threadIdx.x; i < n4; i += HELD_THREADS) add4(s, held[i], K);  // the float4s this thread copied
+    if (mine) add4(s, first, K);
+    for (int i = HELD_THREADS + threadIdx.x; i < n4; i += HELD_THREADS) add4(s, held[i - HELD_THREADS], K);  // its own
     s = block_sum2(s, smem);
     if (parts > 1) s = cluster_sum2(s, &sums, parts);
     const float mean_k = s.x / (float)count;
@@ -203,8 +210,9 @@ __global__ void __launch_bounds__(HELD_THREADS) group_norm_held(
     const float* wg = weight + (g % num_groups) * per_group;
     const float* bg = bias + (g % num_groups) * per_group;
     const float inv_spatial = 1.0f / (float)spatial;
-    for (int i = threadIdx.x; i < n4; i += HELD_THREADS)
-        __stcs(y4 + i, norm4(held[i], 4 * (first4 + i), spatial, inv_spatial, mean, inv_std, wg, bg));
+    if (mine) __stcs(y4 + threadIdx.x, norm4(first, 4 * (first4 + threadIdx.x), spatial, inv_spatial, mean, inv_std, wg, bg));
+    for (int i = HELD_THREADS + threadIdx.x; i < n4; i += HELD_THREADS)
+        __stcs(y4 + i, norm4(held[i - HELD_THREADS], 4 * (first4 + i), spatial, inv_spatial, mean, inv_std, wg, bg));
     if (parts > 1) cluster_read();
 }
 
@@ -244,12 +252,13 @@ extern "C" void kernel_forward(const float* x, const float* weight, const float*
         cudaFuncSetAttribute(group_norm_held, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     }
     const bool vec = count % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 16 == 0;
-    // larger than L2: held in shared memory, when a slice fits in a cluster's
+    // larger than L2: held on chip, when a slice fits in a cluster's
     int held_parts = 1;
     while (held_parts < 8 && count * 4 > held_parts * HELD_BYTES) held_parts *= 2;
     if (vec && clusters && slices * count * 4 > (int64_t)l2 * 3 / 4 && count * 4 <= held_parts * HELD_BYTES &&
         count % (4 * held_parts) == 0) {
-        launch(group_norm_held, slices * held_parts, HELD_THREADS, count * 4 / held_parts, (int)held_parts, stream,
+        const int64_t part = count * 4 / held_parts, in_registers = HELD_THREADS * 16;
+        launch(group_norm_held, slices * held_parts, HELD_THREADS, part > in_registers ? part - in_registers : 0, (int)held_parts, stream,
                x, weight, bias, out, channels, (int)spatial, num_groups, eps, (int)held_parts);
         return;
     }
