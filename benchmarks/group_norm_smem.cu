@@ -175,7 +175,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) group_norm_silu_smem(
     __shared__ float2 sums;
     const int64_t per_group = channels / num_groups;
     const int count = (int)(per_group * spatial);
-    const int n4 = count / 4 / parts;  // this block's float4s
+    const int part4 = count / 4 / parts;  // this block's float4s
+    const int n4 = part4 - REG_F4 * THREADS;  // those held in shared memory (the last REG_F4 * THREADS in registers)
 #if defined(PERSISTENT)
     // as many clusters as fit at once, each walking over the slices (no cluster launched and retired a slice)
     const int64_t blk = blockIdx.x;
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) group_norm_silu_smem(
     {
     const int64_t blk = blockIdx.x, g = blk / parts, first = 1;
 #endif
-    const int begin4 = (int)(blk % parts) * n4;
+    const int begin4 = (int)(blk % parts) * part4;
     const float* xg = x + g * count;
     const float4* x4 = reinterpret_cast<const float4*>(xg) + begin4;
     float4* y4 = reinterpret_cast<float4*>(out + g * count) + begin4;
@@ -222,11 +223,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) group_norm_silu_smem(
 #endif
 #if REG_F4 > 0
     // the part's last REG_F4 * THREADS float4s go to registers, loaded first so they are in flight with the copies
-    const int n4s = n4 - REG_F4 * THREADS;
-    float4 reg[REG_F4 > 0 ? REG_F4 : 1];
+    float4 reg[REG_F4];
 #pragma unroll
-    for (int u = 0; u < REG_F4; ++u) reg[u] = __ldcs(x4 + n4s + u * THREADS + threadIdx.x);
-#define n4 n4s
+    for (int u = 0; u < REG_F4; ++u) reg[u] = __ldcs(x4 + n4 + u * THREADS + threadIdx.x);
 #endif
     const int per = (n4 + SPLIT * THREADS - 1) / (SPLIT * THREADS) * THREADS;  // float4s a group
     for (int gi = 0; gi < SPLIT; ++gi) {
@@ -326,10 +325,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) group_norm_silu_smem(
 #endif
     }
 #if REG_F4 > 0
-#undef n4
 #pragma unroll
     for (int u = 0; u < REG_F4; ++u) {  // the float4s held in registers
-        i = n4s + u * THREADS + threadIdx.x;
+        i = n4 + u * THREADS + threadIdx.x;
         const float4 v = reg[u];
         const int ch = channel_of(4 * (begin4 + i), spatial, inv_spatial);
         const float scale = inv_std * __ldg(wg + ch), shift = __ldg(bg + ch) - mean * scale;
