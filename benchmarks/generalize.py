@@ -27,6 +27,7 @@ the next unfinished one, and a search cut off in the middle continues in its own
     python benchmarks/generalize.py --report         # the tables for docs/benchmarks.md
     python benchmarks/generalize.py --check          # no model: which exemplar each problem gets, seeds verified
     python benchmarks/generalize.py --recount        # the summary of the recorded sessions read again
+    python benchmarks/generalize.py --report --first 8  # longer searches counted up to their first 8 candidates
 """
 
 from __future__ import annotations
@@ -305,6 +306,46 @@ def recount(path: Path) -> int:
     return 0
 
 
+def first_candidates(row: dict, first: int) -> dict:
+    """``row`` read again as if its search had stopped after its first ``first`` LLM candidates: from a copy
+    of its session without the LLM nodes asked after the ``first``-th (node ids follow the order of the
+    requests; the budget ends a search and changes nothing before that, so this is what a search of that
+    budget would have made). Only the time split (tokens, seconds) still covers the whole search."""
+    import shutil
+    import sqlite3
+    import tempfile
+
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.store import SessionStore, readable, stored
+
+    session = stored(ROOT / row["session"])
+    if session is None or row["budget"] <= first:
+        return row
+    problem = load_problem(PROBLEMS / row["half"] / f"{row['problem']}.py")
+    with readable(session) as plain, tempfile.TemporaryDirectory(prefix="kforge-first-") as tmp:
+        copy = Path(tmp) / plain.name
+        shutil.copyfile(plain, copy)  # the record itself is never written
+        con = sqlite3.connect(copy)
+        try:
+            asked = [i for (i,) in con.execute("SELECT id FROM nodes WHERE origin = 'llm' AND state IN "
+                                               "('evaluated', 'no_code') ORDER BY id")]
+            if len(asked) > first:
+                later = "SELECT id FROM nodes WHERE origin = 'llm' AND id > ?"
+                con.execute(f"DELETE FROM verdicts WHERE node_id IN ({later})", (asked[first - 1],))
+                con.execute("DELETE FROM nodes WHERE origin = 'llm' AND id > ?", (asked[first - 1],))
+                con.commit()
+        finally:
+            con.close()
+        store = SessionStore(copy)
+        try:
+            pid = next(p.id for p in store.problems() if p.name == row["problem"])
+            out = dict(row, **collect(store, pid), **different_from_seeds(store, pid, problem))
+        finally:
+            store.close()
+    out["budget"] = first
+    return out
+
+
 def check(halves: list[str]) -> int:
     """No model: for every problem, the exemplar its prompts show, what differs, and its seeds verified."""
     from kforge_desktop.kernels.evaluator import Evaluator
@@ -347,12 +388,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="print the tables and exit")
     ap.add_argument("--check", action="store_true", help="no model: exemplars shown and seeds verified, per problem")
     ap.add_argument("--recount", action="store_true", help="read the recorded sessions again into the results file")
+    ap.add_argument("--first", type=int, default=None,
+                    help="with --report: each search counted up to its first N LLM candidates (a 12-candidate "
+                         "search read as an 8-candidate one)")
     args = ap.parse_args(argv)
     results = Path(args.results)
     if args.recount:
         return recount(results)
     if args.report:
-        print(report(load_rows(results)))
+        rows = load_rows(results)
+        print(report([first_candidates(r, args.first) for r in rows] if args.first else rows))
         return 0
     if args.check:
         return check(args.half)

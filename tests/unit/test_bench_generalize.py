@@ -9,6 +9,7 @@ import pytest
 
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search.scaffold import build_scaffold
+from kforge_desktop.store import stored
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -51,3 +52,20 @@ def test_every_problem_loads_and_is_scaffolded(half):
     assert len(paths) >= 6
     for path in paths:
         build_scaffold(load_problem(path))  # CPU-sized, float32, one tensor output
+
+
+def test_a_longer_search_counted_up_to_its_first_candidates(tmp_path):
+    """``--report --first N``: a recorded search read as if it had stopped after N LLM candidates (a dev
+    session; the record itself is left as it was)."""
+    g = _bench()
+    results = BENCH / "results" / "generalize" / "generalize_r32d_t07.jsonl"
+    row = next(r for r in g.load_rows(results) if r["problem"] == "l2_normalize")
+    session = stored(g.ROOT / row["session"])  # as recorded, or packed since
+    before = session.read_bytes()
+    assert row["candidates"] == 8
+    counts = [g.first_candidates(row, n) for n in (3, 5)]
+    assert [c["candidates"] for c in counts] == [3, 5] and [c["budget"] for c in counts] == [3, 5]
+    assert counts[0]["self_made"] <= counts[1]["self_made"] <= row["self_made"]
+    assert sum(k["n"] for k in counts[1]["by_kind"].values()) == 5
+    assert g.first_candidates(row, 8) is row  # a search no longer than N is counted as recorded
+    assert session.read_bytes() == before
