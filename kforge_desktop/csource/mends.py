@@ -1,7 +1,8 @@
 """Mechanical fixes of an answer's code that compiles but is wrong by a known slip, applied to every answer
 (``search.scaffold.clean_kernel``), before any build: a running sum under a SIMD reduction pragma
-(``drop_scan_reductions``), and a blocked kernel that handles only the first row of each block
-(``loop_block_rows``). The compiler-driven fixes are ``csource.autofix``.
+(``drop_scan_reductions``), an array reduction over values the loop assigns (``drop_assigned_array_reductions``),
+and a blocked kernel that handles only the first row of each block (``loop_block_rows``). The compiler-driven
+fixes are ``csource.autofix``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,60 @@ def drop_scan_reductions(code: str) -> tuple[str, int]:
             out.append(code[pos:m.start()] + m.group(1) + SCAN_NOTE)
             pos = m.end()
             dropped += 1
+    out.append(code[pos:])
+    return "".join(out), dropped
+
+
+_PRAGMA_LINE = re.compile(r"^[ \t]*#pragma[ \t]+omp\b[^\n]*$", re.M)
+_REDUCTION_CLAUSE = re.compile(r"\s*\breduction\s*\(\s*([^:()]+?)\s*:\s*((?:[^()]|\([^()]*\))*)\)")
+_ARRAY_ITEM = re.compile(r"^\s*(\w+)\s*\[")
+ARRAY_REDUCTION_NOTE = "// no reduction over {names}: the loop assigns each value once, and a reduction adds what was there"
+
+
+def _assigned_only(body: str, name: str) -> bool:
+    """Whether a loop body writes ``name[...]`` only by plain assignment (``out[i] = v``), never by
+    ``+=`` or another compound assignment, an increment or through a pointer taken from it."""
+    head_end = body.find(")")
+    code = body[head_end + 1:] if head_end >= 0 else body
+    writes = re.findall(rf"\b{re.escape(name)}\s*\[[^\]]*\]\s*([-+*/%&|^]?=)(?!=)", code)
+    others = re.search(rf"\b{re.escape(name)}\s*\[[^\]]*\]\s*(?:\+\+|--)|(?:\+\+|--)\s*{re.escape(name)}\b|"
+                       rf"&\s*{re.escape(name)}\b|\b{re.escape(name)}\s*\+(?!\+)|=\s*{re.escape(name)}\s*[;,)]", code)
+    return bool(writes) and all(w == "=" for w in writes) and not others
+
+
+def _without_assigned_arrays(pragma: str, body: str) -> tuple[str, list[str]]:
+    """``pragma`` without the array items of its reduction clauses that ``body`` only assigns; their names."""
+    names, out, pos = [], [], 0
+    for clause in _REDUCTION_CLAUSE.finditer(pragma):
+        items = [it for it in re.split(r",(?![^\[]*\])", clause.group(2)) if it.strip()]
+        drop = [it for it in items if (a := _ARRAY_ITEM.match(it)) and _assigned_only(body, a.group(1))]
+        if not drop:
+            continue
+        names += [_ARRAY_ITEM.match(it).group(1) for it in drop]
+        rest = [it.strip() for it in items if it not in drop]
+        out.append(pragma[pos:clause.start()] + (f" reduction({clause.group(1)} : {', '.join(rest)})" if rest else ""))
+        pos = clause.end()
+    out.append(pragma[pos:])
+    return "".join(out), names
+
+
+def drop_assigned_array_reductions(code: str) -> tuple[str, int]:
+    """``code`` without the array items of OpenMP ``reduction`` clauses (``reduction(+ : out[0 : rows * cols])``)
+    whose loop writes that array only by plain assignment. Each thread then works on a private copy set to 0,
+    and the copies are added to what the array held before: the output's earlier contents are added to every
+    value (dev quick_gelu and bias_leaky_relu_scale: "the kernel assigned none of the output values"). An
+    elementwise loop needs no reduction; a loop that accumulates into the array (``+=``) keeps its clause.
+    Returns the code and how many array items were dropped."""
+    dropped, out, pos = 0, [], 0
+    for line in _PRAGMA_LINE.finditer(code):
+        body = _loop_body(code, line.end())
+        new, names = _without_assigned_arrays(line.group(0), body) if body else (line.group(0), [])
+        if names:
+            indent = re.match(r"[ \t]*", new).group(0)
+            out.append(code[pos:line.start()] + indent + ARRAY_REDUCTION_NOTE.format(names=", ".join(names)) + "\n"
+                       + new)
+            pos = line.end()
+            dropped += len(names)
     out.append(code[pos:])
     return "".join(out), dropped
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..csource.items import ENTRY, TORCH_INCLUDE
-from ..csource.mends import drop_scan_reductions, loop_block_rows
+from ..csource.mends import drop_assigned_array_reductions, drop_scan_reductions, loop_block_rows
 from ..kernels.policy import PLUMBING, OpRecorder, op_base
 from ..llm.extract import native_code
 from ..problem.problem import Problem, ProblemError
@@ -458,8 +458,9 @@ def clean_kernel(code: str, function: str = FUNCTION) -> str:
     """Mechanical fixes that need no judgement: drop torch/pybind includes and bindings (the
     scaffold does the binding), drop a markdown fence left inside the code (an answer that opened
     a second code block within the first), make sure the entry point is ``extern "C"``, drop the SIMD
-    reduction pragma of a loop that stores its running value (a scan: ``drop_scan_reductions``), and loop
-    over each block's rows where a blocked kernel handled only the first (``loop_block_rows``)."""
+    reduction pragma of a loop that stores its running value (a scan: ``drop_scan_reductions``) and the array
+    reduction of a loop that assigns each value once (``drop_assigned_array_reductions``), and loop over each
+    block's rows where a blocked kernel handled only the first (``loop_block_rows``)."""
     lines = []
     for line in code.splitlines():
         s = line.strip()
@@ -476,5 +477,6 @@ def clean_kernel(code: str, function: str = FUNCTION) -> str:
         text = re.sub(rf"(^|\n)\s*(?:static\s+|inline\s+)*void\s+{re.escape(function)}\s*\(",
                       rf'\1extern "C" void {function}(', text, count=1)
     text, _ = drop_scan_reductions(text)
+    text, _ = drop_assigned_array_reductions(text)
     text, _ = loop_block_rows(text)
     return text.strip() + "\n"

@@ -282,3 +282,48 @@ def test_a_blocked_kernel_whose_row_is_never_declared_loops_over_the_blocks_rows
     with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
         verdict = ev.evaluate(problem, scaffold.module_source(fixed))
     assert verdict.status == "ok", verdict.reason
+
+
+# dev/bias_leaky_relu_scale, asked for SIMD-friendly inner loops: the default model put the output under an array
+# reduction on the rows' loop (generalize_r30da, node 3; quick_gelu's answer did the same)
+ARRAY_REDUCTION = ('extern "C" void kernel_forward(const float* x, const float* bias, float* out, int64_t rows, '
+                   "int64_t cols, float scale) {\n"
+                   "    #pragma omp parallel for schedule(static) reduction(+ : out[0 : rows * cols])\n"
+                   "    for (int64_t r = 0; r < rows; ++r) {\n"
+                   "        #pragma omp simd\n"
+                   "        for (int64_t c = 0; c < cols; ++c) {\n"
+                   "            const float v_add = (x[r * cols + c] + bias[c]);\n"
+                   "            const float v_where = (v_add > 0.0f ? v_add : v_add * 0.2f);\n"
+                   "            out[r * cols + c] = v_where * scale;\n"
+                   "        }\n"
+                   "    }\n"
+                   "}\n")
+
+
+def test_an_array_reduction_over_values_assigned_once_is_dropped(tmp_path):
+    """Under ``reduction(+ : out[...])`` each thread writes a private copy set to zero and the copies are added to
+    what ``out`` held: every value comes out wrong ("the kernel assigned none of the output values"). The clause
+    goes when the loop only assigns ``out``'s values; the kernel then verifies against torch. A loop that adds
+    into the array keeps it, and a scalar beside the array in one clause stays."""
+    from kforge_desktop.csource.mends import drop_assigned_array_reductions
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.scaffold import build_scaffold, kernel_from_answer
+
+    fixed = kernel_from_answer("```cpp\n" + ARRAY_REDUCTION + "```")
+    assert "reduction" not in fixed.split("// no reduction over out")[1].split("\n", 2)[1]
+    assert "#pragma omp parallel for schedule(static)\n" in fixed and "#pragma omp simd\n" in fixed
+    summed = ("    #pragma omp parallel for reduction(+ : out[0 : cols])\n"
+              "    for (int64_t r = 0; r < rows; ++r)\n        for (int64_t c = 0; c < cols; ++c) out[c] += x[r * cols + c];\n")
+    assert drop_assigned_array_reductions(summed) == (summed, 0)
+    both = ARRAY_REDUCTION.replace("reduction(+ : out[0 : rows * cols])", "reduction(+ : out[0 : rows * cols], s)")
+    assert " reduction(+ : s)\n" in drop_assigned_array_reductions(both)[0]
+    problem = load_problem(REPO / "benchmarks/problems_generalize/dev/bias_leaky_relu_scale.py")
+    scaffold = build_scaffold(problem)
+    opts = EvalOptions(compare_compile=False, trials=2, timed_runs=3)
+    with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path) as ev:
+        as_written = ev.evaluate(problem, scaffold.module_source(ARRAY_REDUCTION))
+        verdict = ev.evaluate(problem, scaffold.module_source(fixed))
+    assert as_written.status == "incorrect"
+    assert verdict.status == "ok", verdict.reason
