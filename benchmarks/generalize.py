@@ -281,11 +281,23 @@ def report(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _counts(plain: Path, row: dict, problem) -> dict:
+    """The summary of ``row``'s search (``collect`` and ``different_from_seeds``) read from the session file ``plain``."""
+    from kforge_desktop.store import SessionStore
+
+    store = SessionStore(plain)
+    try:
+        pid = next(p.id for p in store.problems() if p.name == row["problem"])
+        return {**collect(store, pid), **different_from_seeds(store, pid, problem)}
+    finally:
+        store.close()
+
+
 def recount(path: Path) -> int:
     """Read every recorded search's session again (``collect``) and rewrite its row: a summary column
     added later (``failures``) then covers the searches run before it. Only the summary is read."""
     from kforge_desktop.problem.problem import load_problem
-    from kforge_desktop.store import SessionStore, readable, stored
+    from kforge_desktop.store import readable, stored
 
     rows = load_rows(path)
     for row in rows:
@@ -294,13 +306,7 @@ def recount(path: Path) -> int:
             continue
         problem = load_problem(PROBLEMS / row["half"] / f"{row['problem']}.py")
         with readable(session) as plain:
-            store = SessionStore(plain)
-            try:
-                pid = next(p.id for p in store.problems() if p.name == row["problem"])
-                row.update(collect(store, pid))
-                row.update(different_from_seeds(store, pid, problem))
-            finally:
-                store.close()
+            row.update(_counts(plain, row, problem))
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"{len(rows)} rows recounted", flush=True)
     return 0
@@ -316,7 +322,7 @@ def first_candidates(row: dict, first: int) -> dict:
     import tempfile
 
     from kforge_desktop.problem.problem import load_problem
-    from kforge_desktop.store import SessionStore, readable, stored
+    from kforge_desktop.store import readable, stored
 
     session = stored(ROOT / row["session"])
     if session is None or row["budget"] <= first:
@@ -336,14 +342,7 @@ def first_candidates(row: dict, first: int) -> dict:
                 con.commit()
         finally:
             con.close()
-        store = SessionStore(copy)
-        try:
-            pid = next(p.id for p in store.problems() if p.name == row["problem"])
-            out = dict(row, **collect(store, pid), **different_from_seeds(store, pid, problem))
-        finally:
-            store.close()
-    out["budget"] = first
-    return out
+        return dict(row, **_counts(copy, row, problem), budget=first)
 
 
 def check(halves: list[str]) -> int:

@@ -92,10 +92,10 @@ def _without_assigned_arrays(pragma: str, body: str) -> tuple[str, list[str]]:
     names, out, pos = [], [], 0
     for clause in _REDUCTION_CLAUSE.finditer(pragma):
         items = [it for it in re.split(r",(?![^\[]*\])", clause.group(2)) if it.strip()]
-        drop = [it for it in items if (a := _ARRAY_ITEM.match(it)) and _assigned_only(body, a.group(1))]
+        drop = {it: a.group(1) for it in items if (a := _ARRAY_ITEM.match(it)) and _assigned_only(body, a.group(1))}
         if not drop:
             continue
-        names += [_ARRAY_ITEM.match(it).group(1) for it in drop]
+        names += drop.values()
         rest = [it.strip() for it in items if it not in drop]
         out.append(pragma[pos:clause.start()] + (f" reduction({clause.group(1)} : {', '.join(rest)})" if rest else ""))
         pos = clause.end()
