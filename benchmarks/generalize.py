@@ -28,11 +28,13 @@ the next unfinished one, and a search cut off in the middle continues in its own
     python benchmarks/generalize.py --check          # no model: which exemplar each problem gets, seeds verified
     python benchmarks/generalize.py --recount        # the summary of the recorded sessions read again
     python benchmarks/generalize.py --report --first 8  # longer searches counted up to their first 8 candidates
+    python benchmarks/generalize.py --report --retime   # best kernels and seed re-timed together (quiet machine)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -312,11 +314,12 @@ def recount(path: Path) -> int:
     return 0
 
 
-def first_candidates(row: dict, first: int) -> dict:
-    """``row`` read again as if its search had stopped after its first ``first`` LLM candidates: from a copy
-    of its session without the LLM nodes asked after the ``first``-th (node ids follow the order of the
+@contextlib.contextmanager
+def _session_copy(row: dict, first: int | None = None):
+    """(a scratch copy of ``row``'s session, its problem); the record itself is never written. With
+    ``first``: the copy without the LLM nodes asked after the ``first``-th (node ids follow the order of the
     requests; the budget ends a search and changes nothing before that, so this is what a search of that
-    budget would have made). Only the time split (tokens, seconds) still covers the whole search."""
+    budget would have made)."""
     import shutil
     import sqlite3
     import tempfile
@@ -324,25 +327,64 @@ def first_candidates(row: dict, first: int) -> dict:
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.store import readable, stored
 
-    session = stored(ROOT / row["session"])
-    if session is None or row["budget"] <= first:
-        return row
     problem = load_problem(PROBLEMS / row["half"] / f"{row['problem']}.py")
-    with readable(session) as plain, tempfile.TemporaryDirectory(prefix="kforge-first-") as tmp:
+    with readable(stored(ROOT / row["session"])) as plain, tempfile.TemporaryDirectory(prefix="kforge-copy-") as tmp:
         copy = Path(tmp) / plain.name
-        shutil.copyfile(plain, copy)  # the record itself is never written
-        con = sqlite3.connect(copy)
-        try:
-            asked = [i for (i,) in con.execute("SELECT id FROM nodes WHERE origin = 'llm' AND state IN "
-                                               "('evaluated', 'no_code') ORDER BY id")]
-            if len(asked) > first:
-                later = "SELECT id FROM nodes WHERE origin = 'llm' AND id > ?"
-                con.execute(f"DELETE FROM verdicts WHERE node_id IN ({later})", (asked[first - 1],))
-                con.execute("DELETE FROM nodes WHERE origin = 'llm' AND id > ?", (asked[first - 1],))
-                con.commit()
-        finally:
-            con.close()
-        return dict(row, **_counts(copy, row, problem), budget=first)
+        shutil.copyfile(plain, copy)
+        if first is not None:
+            con = sqlite3.connect(copy)
+            try:
+                asked = [i for (i,) in con.execute("SELECT id FROM nodes WHERE origin = 'llm' AND state IN "
+                                                   "('evaluated', 'no_code') ORDER BY id")]
+                if len(asked) > first:
+                    later = "SELECT id FROM nodes WHERE origin = 'llm' AND id > ?"
+                    con.execute(f"DELETE FROM verdicts WHERE node_id IN ({later})", (asked[first - 1],))
+                    con.execute("DELETE FROM nodes WHERE origin = 'llm' AND id > ?", (asked[first - 1],))
+                    con.commit()
+            finally:
+                con.close()
+        yield copy, problem
+
+
+def _retimed_speeds(plain: Path, row: dict, evaluator) -> dict:
+    """Re-time the search's contenders and its fastest seed together in the session file ``plain``
+    (``retiming.retime_best``, what the app's "Re-time the best nodes" runs) and read the speed columns
+    from that one measurement: the fastest re-timed LLM kernel and seed."""
+    from kforge_desktop.search.retiming import retime_best
+    from kforge_desktop.store import SessionStore
+
+    store = SessionStore(plain)
+    try:
+        rec = next(p for p in store.problems() if p.name == row["problem"])
+        retime_best(store, rec.id, rec.to_problem(), evaluator, lambda m, _lvl="info": None)
+        again = [n for n in store.nodes(rec.id) if n.verdict is not None and n.verdict.retimed
+                 and n.verdict.status == "ok" and n.speedup is not None and not n.verdict.library_calls]
+        return {"best_llm_speedup": max((n.speedup for n in again if n.origin == "llm"), default=None),
+                "best_seed_speedup": max((n.speedup for n in again if n.origin == "seed"), default=None),
+                "retimed": True}
+    finally:
+        store.close()
+
+
+def read_again(row: dict, first: int | None = None, evaluator=None) -> dict:
+    """``row`` read again from a copy of its session: with ``first``, as if its search had stopped after
+    its first ``first`` LLM candidates (only the time split, tokens and seconds, still covers the whole
+    search); with an ``evaluator``, its speed columns from one re-timing of its best kernels and its
+    seed together (``_retimed_speeds``). A search timed its seeds first and its kernels later, each at
+    its own moment; on a busy machine "best LLM vs seed" then compares two moments."""
+    from kforge_desktop.store import stored
+
+    if first is not None and row["budget"] <= first:
+        first = None
+    if stored(ROOT / row["session"]) is None or (first is None and evaluator is None):
+        return row
+    with _session_copy(row, first) as (copy, problem):
+        again = dict(row, **_counts(copy, row, problem))
+        if first is not None:
+            again["budget"] = first
+        if evaluator is not None:
+            again.update(_retimed_speeds(copy, row, evaluator))
+        return again
 
 
 def check(halves: list[str]) -> int:
@@ -390,13 +432,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first", type=int, default=None,
                     help="with --report: each search counted up to its first N LLM candidates (a 12-candidate "
                          "search read as an 8-candidate one)")
+    ap.add_argument("--retime", action="store_true",
+                    help="with --report: each search's best kernels and its seed re-timed together first (on a "
+                         "quiet machine; minutes per search)")
     args = ap.parse_args(argv)
     results = Path(args.results)
     if args.recount:
         return recount(results)
     if args.report:
         rows = load_rows(results)
-        print(report([first_candidates(r, args.first) for r in rows] if args.first else rows))
+        if args.first or args.retime:
+            from kforge_desktop.kernels.evaluator import Evaluator
+
+            with Evaluator(device="cpu") if args.retime else contextlib.nullcontext() as evaluator:
+                rows = [read_again(r, args.first, evaluator) for r in rows]
+        print(report(rows))
         return 0
     if args.check:
         return check(args.half)

@@ -25,7 +25,9 @@ NEAR = 0.75  # a node within this fraction of the best figure is a near-tie: re-
 def contenders(store: SessionStore, problem_id: int, top: int = TOP) -> list[NodeRecord]:
     """The fastest correct nodes that can be chosen (no delegation to PyTorch unless pinned): the
     ``top`` fastest, every near-tie of the best, and disturbed measurements (the ones most in need
-    of it), at most ``MOST``."""
+    of it), at most ``MOST``; and the fastest seed, whatever its figure. The seed is what a search
+    starts from and what its kernels are measured against ("1.3x the seed"): timed once, at the start,
+    a seed that met a busy moment would otherwise stay slow on paper beside re-timed kernels."""
     tree = Tree(store.nodes(problem_id))
     ok = [n for n in tree.nodes.values() if n.origin != "root" and n.speedup is not None and n.source
           and (n.pinned or not n.verdict.delegates)]
@@ -34,7 +36,11 @@ def contenders(store: SessionStore, problem_id: int, top: int = TOP) -> list[Nod
         return []
     best = ok[0].speedup or 0.0
     chosen = [n for i, n in enumerate(ok) if i < top or (n.speedup or 0) >= NEAR * best or n.verdict.disturbed]
-    return chosen[:MOST]
+    chosen = chosen[:MOST]
+    seed = next((n for n in ok if n.origin == "seed"), None)
+    if seed is not None and seed.id not in {n.id for n in chosen}:
+        chosen = chosen[:MOST - 1] + [seed]
+    return chosen
 
 
 def _stats(t: dict) -> TimingStats:

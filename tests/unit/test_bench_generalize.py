@@ -63,9 +63,32 @@ def test_a_longer_search_counted_up_to_its_first_candidates(tmp_path):
     session = stored(g.ROOT / row["session"])  # as recorded, or packed since
     before = session.read_bytes()
     assert row["candidates"] == 8
-    counts = [g.first_candidates(row, n) for n in (3, 5)]
+    counts = [g.read_again(row, n) for n in (3, 5)]
     assert [c["candidates"] for c in counts] == [3, 5] and [c["budget"] for c in counts] == [3, 5]
     assert counts[0]["self_made"] <= counts[1]["self_made"] <= row["self_made"]
     assert sum(k["n"] for k in counts[1]["by_kind"].values()) == 5
-    assert g.first_candidates(row, 8) is row  # a search no longer than N is counted as recorded
+    assert g.read_again(row, 8) is row  # a search no longer than N is counted as recorded
+    assert session.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_the_best_kernels_and_the_seed_retimed_together(tmp_path):
+    """``--report --retime``: "best LLM vs seed" from one re-timing of the search's best kernels and its
+    seed together (real builds and timings on this machine, a copy of a dev session; the record is left
+    as it was and the shares do not change)."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+
+    g = _bench()
+    results = BENCH / "results" / "generalize" / "generalize_r32d_t07.jsonl"
+    row = next(r for r in g.load_rows(results) if r["problem"] == "l2_normalize")
+    session = stored(g.ROOT / row["session"])
+    before = session.read_bytes()
+    quick = EvalOptions(compare_compile=False, timed_runs=10, warmup_runs=1)
+    with Evaluator(device="cpu", workers=1, options=quick, build_cache=tmp_path / "builds") as ev:
+        again = g.read_again(row, evaluator=ev)
+    assert again["retimed"] and "retimed" not in row
+    assert again["best_seed_speedup"] and again["best_llm_speedup"]  # both measured again, together
+    assert (again["best_seed_speedup"], again["best_llm_speedup"]) != (row["best_seed_speedup"], row["best_llm_speedup"])
+    assert (again["self_made"], again["self_made_different"]) == (row["self_made"], row["self_made_different"])
     assert session.read_bytes() == before

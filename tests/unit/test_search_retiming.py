@@ -46,3 +46,20 @@ def test_retiming_takes_the_fastest_the_near_ties_and_the_disturbed(tmp_path):
     assert ids[7] not in chosen  # leaves work to PyTorch: not a contender unless pinned
     assert len(chosen) <= 6
     store.close()
+
+
+def test_the_fastest_seed_is_retimed_whatever_its_first_figure(tmp_path):
+    """A seed timed at a busy moment (0.5x) beside kernels timed at quiet ones: without it in the
+    re-timing, "the best kernel is 2x the seed" would compare two different moments."""
+    store, pid, ids = session(tmp_path, [ok(3.0, 1.0), ok(2.9, 1.0), ok(2.8, 1.0), ok(2.7, 1.0), ok(2.6, 1.0),
+                                         ok(2.5, 1.0), ok(2.4, 1.0)])
+    root = store.nodes(pid)[0].id
+    seeds = []
+    for figure in (0.5, 0.4):
+        node = store.add_node(pid, root, "seed", "seed", "cpp", source=f"seed {figure}")
+        store.record_verdict(node, ok(figure, 1.0), 0.5)
+        seeds.append(node)
+    chosen = [n.id for n in contenders(store, pid)]
+    assert seeds[0] in chosen and seeds[1] not in chosen  # the fastest seed only
+    assert chosen[:2] == [ids[0], ids[1]] and len(chosen) <= 6
+    store.close()
