@@ -80,6 +80,9 @@ def register(sub) -> None:
     m.add_argument("--target", choices=("cpp", "cuda", "triton"), default="cpp")
     _llm_args(m)
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--start", type=int, default=0, metavar="I",
+                   help="write samples I..N-1 only: sample I is the request a full run makes I-th (its directive "
+                        "follows the ones before it), so one sample of an earlier run can be asked again")
     m.add_argument("--temperature", type=float, default=0.7)
     m.add_argument("--max-tokens", type=int, default=None, help="default: 1024 for C++, 2048 for CUDA and Triton")
     m.add_argument("--no-scaffold", action="store_true")
@@ -442,6 +445,8 @@ def cmd_sample(args) -> int:
 
     if args.n < 1:
         raise UserError("--n must be at least 1.")
+    if not 0 <= args.start < args.n:
+        raise UserError(f"--start must be from 0 to {args.n - 1} (--n is {args.n}).")
     problem = _problem(args.problem)
     out = Path(args.out)
     try:
@@ -455,7 +460,8 @@ def cmd_sample(args) -> int:
                                                      temperature=args.temperature,
                                                      max_tokens=args.max_tokens or answer_tokens(args.target),
                                                      scaffold=not args.no_scaffold,
-                                                     exemplars=not args.no_exemplars, kind=args.kind)):
+                                                     exemplars=not args.no_exemplars, kind=args.kind,
+                                                     start=args.start), start=args.start):
             if sample.source:
                 (out / f"candidate_{i:03d}.py").write_text(sample.source)
                 written += 1
@@ -471,5 +477,5 @@ def cmd_sample(args) -> int:
         raise UserError(f"{err}.") from None
     finally:
         generator.close()
-    print(f"wrote {written} of {args.n} candidates to {out}; evaluate them with `kforge eval {args.problem} {out}/`")
+    print(f"wrote {written} of {args.n - args.start} candidates to {out}; evaluate them with `kforge eval {args.problem} {out}/`")
     return 0

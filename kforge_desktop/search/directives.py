@@ -287,6 +287,10 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return bool(re.search(r"\bexpf?\s*\(|__expf", kernel)) and "fmaxf" in kernel and "m_new" not in kernel
     if key == "grid_stride":
         return "gridDim.x" not in kernel
+    if key == "fusion":  # one launch has nothing to fuse: asked, the default model handed the one-launch
+        # CUDA seeds back unchanged (benchmarks/results/gpu_samples_r35: the fusion edits). No launch at all is
+        # a Triton module, whose forward may still run part of the chain in torch.
+        return len(re.findall(r"<<<|\bcudaLaunchKernel(?:Ex)?\s*\(", strip_cpp_comments(kernel))) != 1
     if key == "fast_math":
         code = strip_cpp_comments(kernel)
         return bool(re.search(r"(?<!\w)(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))

@@ -69,7 +69,8 @@ def edit_targets(functions: list[tuple[str, str]], key: str, entry: str) -> list
         helpers = [(n, t) for n, t in helpers if re.search(r"__global__", t.split("{")[0])]
     elif key in REDUCTION_DIRECTIVES:  # sums (the pattern adds), not a maximum's, not unrolled already
         helpers = [(n, t) for n, t in helpers if unrollable(t)]
-    elif key == "simd_inner":
+    elif key in ("simd_inner", "fast_math"):  # fast math: a function that calls the math (asked of a load
+        # helper, the default model handed the seed back unchanged: benchmarks/results/gpu_samples_r35)
         helpers = [(n, t) for n, t in helpers if applicable(key, t)]
     else:
         helpers = [(n, t) for n, t in helpers if "for" in t]

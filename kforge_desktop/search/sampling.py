@@ -55,8 +55,10 @@ def _node(kernel: str, language: str, origin: str) -> NodeRecord:
 
 def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", seed: int = 0,
                       temperature: float = 0.7, max_tokens: int = 1024, scaffold: bool = True,
-                      exemplars: bool = True, kind: str = "whole") -> Iterator[Sample]:
-    """Yield ``n`` samples for ``problem`` in ``target`` (cpp, cuda or triton), one LLM call each."""
+                      exemplars: bool = True, kind: str = "whole", start: int = 0) -> Iterator[Sample]:
+    """Yield samples ``start``..``n - 1`` for ``problem`` in ``target`` (cpp, cuda or triton), one LLM call each.
+    The requests before ``start`` are chosen as for a full run (an edit's directive depends on the ones asked
+    before it) but not asked: sample ``i`` is the same request whatever ``start``."""
     from ..llm.extract import extract_code
 
     if kind not in KINDS:
@@ -106,6 +108,8 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
             tried[exp.directive] = "pending"
             key = exp.directive
             request_ctx = replace(ctx, directive=exp.directive_text, target=exp.target)
+        if i < start:
+            continue
         request_ctx, _ = prompts.fit(request_ctx, generator.count_tokens, generator.context_size, max_tokens)
         if sc is None and target == "triton" and getattr(generator, "raw_completion", False):
             request = prompts.kernelllm_request(problem.source, max_tokens=max_tokens, temperature=temperature,

@@ -31,6 +31,12 @@ def test_edits_of_the_seed_each_carry_another_directive(tmp_path, test_model_pat
     # what a CUDA exemplar seed has already (float4 loads, warp shuffles) is not asked for
     assert not set(asked) & {"vectorized_loads", "warp_reductions"}
     assert len(list((tmp_path / "edits").glob("candidate_00[01].*"))) == 2
+    # --start 1 asks the second of those requests alone: the same directive, the same file name
+    again = _sample(REPO / "resources" / "problems" / "rms_norm.py", tmp_path / "again", test_model_path,
+                    "--target", "cuda", "--kind", "edit", "--n", "2", "--start", "1")
+    assert again.returncode == 0, again.stderr
+    assert re.findall(r"^\[(\d)/2\] (\w+)(?:@\w+)?: ", again.stderr, re.M) == [("2", asked[1])], again.stderr
+    assert [f.name.split(".")[0] for f in (tmp_path / "again").iterdir()] == ["candidate_001"]
 
 
 def test_an_edit_of_a_problem_no_exemplar_fits_says_to_sample_whole_kernels(tmp_path, test_model_path):

@@ -417,14 +417,22 @@ def test_a_cuda_seed_is_asked_only_for_changes_it_lacks_and_each_of_the_function
     assert not applicable("online_softmax", kernel)  # the exemplar's max and sum are online already
     assert not applicable("fast_math", kernel)  # __expf throughout
     assert applicable("launch_shape", kernel) and applicable("grid_stride", kernel)
+    assert not applicable("fusion", kernel)  # one launch: nothing to fuse
+    two = kernel + "\nvoid twice() { k<<<1, 1>>>(); }\n"
+    assert applicable("fusion", two)  # a second launch (a statistics pass and an apply pass) can be fused
+    assert not applicable("fusion", "void run() {\n  cudaLaunchKernelEx(&config, kernel, x, y);\n}\n")
     plain = "__global__ void k(const float* x, float* y, int n) {\n  float m = fmaxf(x[0], x[1]);\n" \
             "  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = expf(x[i] - m) / sqrtf(2.0f);\n}\n"
     assert applicable("vectorized_loads", plain) and applicable("online_softmax", plain) and applicable("fast_math", plain)
     functions = kernel_functions(kernel, "cuda")
     assert edit_targets(functions, "launch_shape", FUNCTION) == [FUNCTION]
     assert edit_targets(functions, "grid_stride", FUNCTION) == ["softmax_rows"]
+    gelu = [("load4", "__device__ float4 load4(const float* p, int64_t c) {\n  for (int k = 0; k < 4; ++k) {}\n}"),
+            ("gelu", "__device__ float gelu(float y) { return 0.5f * y * (1.0f + tanhf(y)); }"),
+            (FUNCTION, "void kernel_forward(const float* x) { k<<<1, 1>>>(x); }")]
+    assert edit_targets(gelu, "fast_math", FUNCTION) == ["gelu"]  # where the math is, not a load helper
     picks = {choose_directive("cuda", {}, random.Random(s), kernel=kernel).key for s in range(40)}
-    assert picks and not picks & {"vectorized_loads", "warp_reductions", "online_softmax", "fast_math"}
+    assert picks and not picks & {"vectorized_loads", "warp_reductions", "online_softmax", "fast_math", "fusion"}
     # patterns show structure only: no computation the model could copy into the wrong kernel
     assert all("[c]" not in d.example and "exp" not in d.example for d in DIRECTIVES["cpp"])
 
