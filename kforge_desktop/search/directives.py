@@ -285,12 +285,22 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return "__shfl" not in kernel and bool(re.search(r"__syncthreads|atomicAdd", kernel))
     if key == "online_softmax":  # a max and a sum of exponentials, in more than one pass
         return bool(re.search(r"\bexpf?\s*\(|__expf", kernel)) and "fmaxf" in kernel and "m_new" not in kernel
-    if key == "grid_stride":
-        return "gridDim.x" not in kernel
+    if key == "grid_stride":  # a kernel of one thread per element (or per group of them), without a stride yet;
+        # a kernel of one block per row has a grid of rows already: asked, the default model handed the row
+        # seeds back unchanged (benchmarks/results/gpu_samples_r37)
+        code = strip_cpp_comments(kernel)
+        per_element = re.search(r"blockIdx\.[xyz]\s*\*\s*blockDim\.[xyz]|blockDim\.[xyz]\s*\*\s*(\(\w+\))?\s*blockIdx", code)
+        return "gridDim" not in code and bool(per_element)
     if key == "fusion":  # one launch has nothing to fuse: asked, the default model handed the one-launch
         # CUDA seeds back unchanged (benchmarks/results/gpu_samples_r35: the fusion edits). No launch at all is
         # a Triton module, whose forward may still run part of the chain in torch.
         return len(re.findall(r"<<<|\bcudaLaunchKernel(?:Ex)?\s*\(", strip_cpp_comments(kernel))) != 1
+    if key == "shared_tiling":  # values read again from global memory: a kernel that holds its values in registers
+        # (a local array) or in dynamic shared memory reads them once already; asked, the default model handed
+        # such seeds back unchanged (benchmarks/results/gpu_samples_r37)
+        code = strip_cpp_comments(kernel)
+        held = re.search(r"(?<!__shared__ )\bfloat4?\s+\w+\s*\[\s*\w+\s*\]", code) or "extern __shared__" in code
+        return not held
     if key == "fast_math":
         code = strip_cpp_comments(kernel)
         return bool(re.search(r"(?<!\w)(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))

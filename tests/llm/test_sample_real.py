@@ -23,16 +23,17 @@ def _sample(problem: Path, out: Path, model: Path, *extra: str) -> subprocess.Co
 
 
 def test_edits_of_the_seed_each_carry_another_directive(tmp_path, test_model_path):
-    run = _sample(REPO / "resources" / "problems" / "rms_norm.py", tmp_path / "edits", test_model_path,
+    """The bias + GELU seed lacks two changes: a launch shape, and fast math where the GELU is computed."""
+    run = _sample(REPO / "resources" / "problems" / "gelu_bias.py", tmp_path / "edits", test_model_path,
                   "--target", "cuda", "--kind", "edit", "--n", "2")
     assert run.returncode == 0, run.stderr
     asked = re.findall(r"^\[\d/2\] (\w+)(?:@\w+)?: ", run.stderr, re.M)
     assert len(asked) == 2 and len(set(asked)) == 2, run.stderr  # two different changes asked of the seed
-    # what a CUDA exemplar seed has already (float4 loads, warp shuffles) is not asked for
-    assert not set(asked) & {"vectorized_loads", "warp_reductions"}
+    # what a CUDA exemplar seed has already (float4 loads, a stride over its rows) is not asked for
+    assert not set(asked) & {"vectorized_loads", "warp_reductions", "grid_stride", "fusion"}
     assert len(list((tmp_path / "edits").glob("candidate_00[01].*"))) == 2
     # --start 1 asks the second of those requests alone: the same directive, the same file name
-    again = _sample(REPO / "resources" / "problems" / "rms_norm.py", tmp_path / "again", test_model_path,
+    again = _sample(REPO / "resources" / "problems" / "gelu_bias.py", tmp_path / "again", test_model_path,
                     "--target", "cuda", "--kind", "edit", "--n", "2", "--start", "1")
     assert again.returncode == 0, again.stderr
     assert re.findall(r"^\[(\d)/2\] (\w+)(?:@\w+)?: ", again.stderr, re.M) == [("2", asked[1])], again.stderr
