@@ -246,6 +246,23 @@ def simd_text(function: str) -> str:
             "and keep writing every output value it writes now.")
 
 
+# a grid of rows: a kernel whose block number is its row (``x + blockIdx.x * cols``), with no loop over the grid
+_ROW_OF_BLOCK = re.compile(r"\bblockIdx\.x\s*\*\s*(?!\(?\s*blockDim)\w+|\[\s*blockIdx\.x\s*\]")
+
+
+def launch_shape_text(kernel: str) -> str | None:
+    """The launch-shape directive for a kernel of one block per row, or None for any other kernel. Told
+    "several rows per block", the default model gave such a kernel fewer blocks than rows and left the other
+    rows unwritten (4 of 5 row seeds, benchmarks/results/gpu_samples_r38): the kernel would have had to change
+    too, and the edit rewrites only the launch."""
+    code = strip_cpp_comments(kernel)
+    if "gridDim" in code or not _ROW_OF_BLOCK.search(code):
+        return None
+    return ("Tune the launch shape for occupancy: pick the threads per block from the row length (a multiple "
+            "of 32, from 32 to 1024). Each block handles one row (`blockIdx.x` is the row), so the grid stays "
+            "exactly one block per row: fewer blocks would leave rows unwritten.")
+
+
 def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     """Whether asking for directive ``key`` on this kernel can change anything: a kernel that already
     runs its rows in parallel gets no "parallelize the rows" (the model answers with the same code, a

@@ -28,6 +28,7 @@ from .directives import (
     choose_directive,
     directive_by_key,
     expected_rate,
+    launch_shape_text,
     reduction_term,
     simd_text,
     smoothed_rate,
@@ -273,6 +274,8 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
                          outer_loop(dict(functions).get(FUNCTION, "")) if target == FUNCTION else None)
     if d.key == "simd_inner" and language == "cpp":
         text = simd_text(dict(functions).get(target, ""))
+    if d.key == "launch_shape" and language == "cuda":
+        text = launch_shape_text("\n".join(f for _, f in functions)) or text
     return Expansion(node_id, "edit", key, text, target)
 
 

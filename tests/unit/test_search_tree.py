@@ -442,6 +442,26 @@ def test_a_cuda_seed_is_asked_only_for_changes_it_lacks_and_each_of_the_function
     assert all("[c]" not in d.example and "exp" not in d.example for d in DIRECTIVES["cpp"])
 
 
+def test_a_launch_shape_edit_of_a_kernel_of_one_block_per_row_keeps_one_block_per_row():
+    """Told "several rows per block", the default model gave the row seeds fewer blocks than rows and left
+    the other rows unwritten (NaN from 4 of 5 such edits, benchmarks/results/gpu_samples_r38): the edit
+    rewrites only the launch, and the kernel takes its row from its block. Such a kernel is asked for its
+    threads per block alone; a kernel with its own loop over the grid keeps the general text."""
+    from kforge_desktop.search.directives import directive_by_key
+    from kforge_desktop.search.exemplars import seed_exemplars
+    from kforge_desktop.search.planner import edit_expansion, kernel_functions
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    d = directive_by_key("cuda", "launch_shape")
+    asked = {}
+    for name in ("softmax", "gelu_bias"):
+        problem = load_problem(REPO_PROBLEMS / f"{name}.py")
+        kernel = seed_exemplars(build_scaffold(problem, "cuda"), problem.source)[0][1]
+        asked[name] = edit_expansion(0, kernel_functions(kernel, "cuda"), d, "cuda", random.Random(0), {}).directive_text
+    assert "one block per row" in asked["softmax"] and "several rows per block" not in asked["softmax"]
+    assert asked["gelu_bias"] == d.text  # a grid-stride loop over rows: any grid is correct
+
+
 # -- the engine's choices, with a real session file and no model -------------------------------------
 
 
