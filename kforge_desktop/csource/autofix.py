@@ -73,6 +73,16 @@ def _gcc_form(errors: str) -> str:
     return errors + ("\n" + "\n".join(extra) if extra else "")
 
 
+# a const local with no value (``const float t;`` then written by inline assembly or assigned): g++ and nvcc
+_CONST_UNSET_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:uninitialized [‘'`]const (\w+)[’'`]|"
+                              r"const variable \"(\w+)\" requires an initializer)")
+# math functions a small model writes as intrinsics that do not exist (``__sqrtf``; ``__expf`` and ``__logf``
+# exist and are never reported): the name without its underscores is the standard function
+_HOST_CALL = re.compile(r'calling a __host__ function\("(\w+)"\)')
+_MATH_NAMES = {"sqrtf", "rsqrtf", "fabsf", "tanhf", "expf", "logf", "erff", "powf", "sinf", "cosf", "exp2f", "log2f",
+               "fmaxf", "fminf", "floorf", "ceilf", "sqrt", "rsqrt", "exp", "log", "tanh", "fabs", "erf", "pow"}
+
+
 _NO_RETURN_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no return statement in function returning non-void")
 
 
@@ -306,7 +316,9 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
       integer types there (``std::min(rows / 2, 32)`` with an ``int64_t rows``: ``std::min<int64_t>``);
     - a pointer into an output declared ``const`` and passed to a helper that writes through it;
     - a standard name used without its header (``std::vector``, ``std::inner_product``);
-    - a loop's body that still uses the variable of a loop that ended before it (``_rename_loop_variable``).
+    - a loop's body that still uses the variable of a loop that ended before it (``_rename_loop_variable``);
+    - a ``const`` local declared with no value (``const float t;`` written by inline assembly): not const;
+    - an intrinsic that does not exist (``__sqrtf``, ``__fabsf``): the standard function (``sqrtf``).
 
     nvcc's messages count as g++'s for the same errors (``_gcc_form``).
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
@@ -398,6 +410,14 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
         if 0 <= idx < len(lines) and _unconst_assigned(lines, idx, m.group(2)):
             if "const dropped from an assigned variable" not in notes:
                 notes.append("const dropped from an assigned variable")
+    for m in _CONST_UNSET_ERR.finditer(errors):  # a const with no value loses the const
+        idx, name = int(m.group(1)) - 1 - offset, m.group(2) or m.group(3)
+        if 0 <= idx < len(lines):
+            fixed = re.sub(rf"\bconst\s+((?:unsigned\s+)?\w+\s+{re.escape(name)}\s*;)", r"\1", lines[idx], count=1)
+            if fixed != lines[idx]:
+                lines[idx] = fixed
+                if "const dropped from a variable with no value" not in notes:
+                    notes.append("const dropped from a variable with no value")
     hoisted = False
     # bottom up, as both fixes insert a line above the error; each checks the line it is given first
     for m in sorted(_UNDECLARED_AT.finditer(errors), key=lambda m: -int(m.group(1))):
@@ -439,6 +459,11 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
         if protos and first_fn:
             text = text.replace(first_fn, "\n".join(protos) + "\n\n" + first_fn, 1)
             notes.append("forward declarations")
+    invented = {n for n in set(undeclared) | set(_HOST_CALL.findall(errors)) if n.startswith("__") and n[2:] in _MATH_NAMES}
+    for name in sorted(invented):
+        text = re.sub(rf"(?<![\w:.]){re.escape(name)}\s*\(", name[2:] + "(", text)
+    if invented and "math function names" not in notes:
+        notes.append("math function names")
     if re.search(r"\bstd::rsqrt\s*\(", text) or (prelude.startswith("#include <cmath>") and re.search(r"(?<![\w:])rsqrtf?\s*\(", text)):
         before = text
         text = _replace_call(text, "std::rsqrt", "(1.0f / std::sqrt({}))")

@@ -172,6 +172,44 @@ def test_nvccs_messages_get_the_same_fixes_as_gccs():
     assert "kernel.cu:12:1: error: ‘tile’ was not declared in this scope" in said
 
 
+# two helpers of the default model's CUDA fast-math edits (benchmarks/results/gpu_samples_r37: group_norm_silu and
+# gelu_tanh_bias), both build failures as written
+FAST_MATH_HELPERS = (
+    "__device__ __forceinline__ float silu_of_half(float h) {\n    const float t;\n"
+    '    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));\n    return fmaf(h, t, h);\n}\n'
+    "__device__ __forceinline__ float gelu(float y) {\n    const float k0 = 0.7978845608028654f;\n"
+    "    const float r = 1.0f / __sqrtf(2.0f * k0) + __fabsf(y);\n    return 0.5f * y * (1.0f + tanhf(r * y));\n}\n"
+    "__global__ void apply(const float* x, float* out, int64_t n) {\n"
+    "    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) out[i] = gelu(silu_of_half(x[i]));\n}\n"
+    'extern "C" void kernel_forward(const float* x, float* out, int64_t n, cudaStream_t stream) {\n'
+    "    apply<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, out, n);\n}\n")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="nvcc is not installed here: CUDA kernels cannot be syntax-checked on this machine")
+def test_a_const_with_no_value_and_an_intrinsic_that_does_not_exist_are_mended_in_cuda_and_cpp():
+    """``const float t;`` written by inline assembly (nvcc: "const variable requires an initializer"), and
+    ``__sqrtf``/``__fabsf`` in device code, which CUDA does not have (nvcc: "calling a __host__ function"): the
+    const goes and the standard function is called; the kernel then compiles, with its formula unchanged."""
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    assert syntax_check(PRELUDE["cuda"] + "\n" + FAST_MATH_HELPERS, "cuda")
+    fixed, notes = _fixed_until_clean(FAST_MATH_HELPERS, "cuda")
+    assert not syntax_check(PRELUDE["cuda"] + "\n" + fixed, "cuda"), fixed
+    assert set(notes) == {"const dropped from a variable with no value", "math function names"}
+    assert "    float t;\n" in fixed and "1.0f / sqrtf(2.0f * k0) + fabsf(y)" in fixed
+    cpp = ("static inline float scaled(float h) {\n    const float t;\n    t = __sqrtf(h);\n    return t * h;\n}\n"
+           'extern "C" void kernel_forward(const float* x, float* out, int64_t n) {\n'
+           "    for (int64_t i = 0; i < n; ++i) out[i] = scaled(x[i]);\n}\n")
+    assert syntax_check(PRELUDE["cpp"] + "\n" + cpp, "cpp")
+    fixed, notes = _fixed_until_clean(cpp, "cpp")
+    assert not syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp"), fixed
+    assert "    float t;\n    t = __sqrtf(h);" in fixed  # the C library declares __sqrtf: only what fails is mended
+    assert "math function names" not in notes
+
+
 LN_HELPERS = (  # the helpers of the dev layer_norm_residual seed's edits (generalize_r29da, node 10)
     "static inline float add_row(const float* xr, const float* rr, float* yr, int64_t cols) {\n"
     "    float s = 0.0f;\n    #pragma omp simd reduction(+ : s)\n"
