@@ -4,6 +4,8 @@
 - sessions: $KFORGE_SESSIONS_DIR, else <user data>/sessions
 - builds:   $KFORGE_BUILD_CACHE, else <user cache>/builds (content-hashed kernel builds)
 - memory:   $KFORGE_MEMORY_DIR, else <user data>/memory (kernels the user's sessions verified)
+- gate:     $KFORGE_GATE_DIR, else <user cache>/gate (the lock files that keep one process's model
+            from generating while another times a kernel: ``kernels.gate``)
 """
 
 from __future__ import annotations
@@ -55,3 +57,8 @@ def memory_dir() -> Path:
 def build_cache_dir() -> Path:
     env = os.environ.get("KFORGE_BUILD_CACHE")
     return Path(env) if env else _platform_dir("cache") / "builds"
+
+
+def gate_dir() -> Path:
+    env = os.environ.get("KFORGE_GATE_DIR")
+    return Path(env) if env else _platform_dir("cache") / "gate"

@@ -8,6 +8,7 @@ lead's real-model version of the K comparison is ``benchmarks/inflight.py``."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import re
@@ -268,3 +269,70 @@ def test_a_local_server_with_several_slots_gets_k_requests_at_once(tmp_path):
     finally:
         httpd.shutdown()
     assert state["peak"] == 3
+
+
+GENERATOR_PROCESS = """
+import json, sys, time
+from kforge_desktop.kernels.gate import DeviceGate
+gate, tokens = DeviceGate(), []
+out, n = sys.argv[1], int(sys.argv[2])
+with gate.generating():
+    for _ in range(n):
+        time.sleep(0.01)  # a token
+        tokens.append(time.time())
+        open(out + ".started", "w").close()
+        gate.token_boundary()
+json.dump(tokens, open(out, "w"))
+"""
+
+
+def _generator_process(tmp_path: Path, name: str, tokens: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", GENERATOR_PROCESS, str(tmp_path / name), str(tokens)],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _wait_for(path: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.01)
+
+
+def test_another_process_model_writes_no_token_while_this_one_times_a_kernel(tmp_path, monkeypatch):
+    """Two searches on one machine (the app and a ``kforge`` run, or two benchmark processes): the
+    other process's model pauses at its next token while this one times, and goes on afterwards."""
+    monkeypatch.setenv("KFORGE_GATE_DIR", str(tmp_path / "gate"))
+    child = _generator_process(tmp_path, "tokens.json", 150)
+    _wait_for(tmp_path / "tokens.json.started")
+    gate, windows = DeviceGate(), []
+    for _ in range(3):
+        gate.begin_timing()
+        start = time.time()
+        time.sleep(0.3)  # the timed runs
+        windows.append((start, time.time()))
+        gate.end_timing()
+        time.sleep(0.2)
+    assert child.wait(timeout=60) == 0
+    tokens = json.loads((tmp_path / "tokens.json").read_text())
+    assert len(tokens) == 150
+    for start, end in windows:
+        assert not [t for t in tokens if start < t < end]  # not one token while a kernel was timed
+        assert [t for t in tokens if end < t < end + 0.2]  # and the model went on right after
+
+
+def test_a_process_killed_while_timing_holds_no_other_model_back(tmp_path, monkeypatch):
+    """A search killed in the middle of a timing (the app closed by force) leaves no lock behind: the
+    next generation of another process starts at once."""
+    monkeypatch.setenv("KFORGE_GATE_DIR", str(tmp_path / "gate"))
+    timer = subprocess.Popen(
+        [sys.executable, "-c", "import time; from kforge_desktop.kernels.gate import DeviceGate; "
+         "DeviceGate().begin_timing(); open('timing', 'w').close(); time.sleep(600)"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    _wait_for(tmp_path / "timing")
+    child = _generator_process(tmp_path, "blocked.json", 5)
+    time.sleep(1.0)
+    assert not (tmp_path / "blocked.json.started").exists()  # the timing holds the other model back
+    timer.kill()
+    timer.wait(timeout=30)
+    assert child.wait(timeout=30) == 0  # and its death lets it go
+    assert len(json.loads((tmp_path / "blocked.json").read_text())) == 5
