@@ -12,7 +12,10 @@ processes) times and generates on the same cores. ``HostGate`` carries the hands
 processes of one user on this machine through two lock files (``paths.gate_dir()``): a timing holds
 ``timing.lock`` exclusively, so the other processes' models pause at their next token and no two
 processes time at once; every generation holds ``generating.lock`` shared, which tells a timing
-when the others have paused. The kernel drops a dead process's locks, so a killed app blocks no one.
+when the others have paused. On a small CPU machine, where a build beside a timing run disturbs it
+and the pool lets a whole evaluation hold its timing slot, the evaluation also holds
+``evaluation.lock``: the other processes' builds wait too. The kernel drops a dead process's locks,
+so a killed app blocks no one.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class HostGate:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._timing_path = self.dir / "timing.lock"
         self._generating_path = self.dir / "generating.lock"
+        self._evaluation_path = self.dir / "evaluation.lock"
         self._mutex = threading.Lock()  # the timings of this process take the lock once
         self._holders = 0
         self._timing_fd: int | None = None
@@ -79,6 +83,20 @@ class HostGate:
             if self._holders or self._timing_fd is None:
                 return
             fd, self._timing_fd = self._timing_fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -- a whole evaluation (small CPU machines) -------------------------------------------------
+    def begin_evaluation(self) -> None:
+        """Wait until no other process evaluates, then hold the evaluation lock (this thread)."""
+        fd = self._open(self._evaluation_path)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._local.evaluation = fd
+
+    def end_evaluation(self) -> None:
+        fd = getattr(self._local, "evaluation", None)
+        self._local.evaluation = None
+        if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
@@ -162,6 +180,16 @@ class DeviceGate:
             self._cond.notify_all()
         if self.host is not None:
             self.host.end_timing()
+
+    def begin_evaluation(self) -> None:
+        """A whole evaluation holds the slot (a small CPU machine): no other process builds,
+        verifies or times beside it."""
+        if self.host is not None:
+            self.host.begin_evaluation()
+
+    def end_evaluation(self) -> None:
+        if self.host is not None:
+            self.host.end_evaluation()
 
     @property
     def timing(self) -> bool:

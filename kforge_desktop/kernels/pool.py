@@ -172,6 +172,11 @@ class WorkerPool:
         if self._exclusive_all:
             self._timing.acquire()
             holding = True
+            try:
+                self.gate.begin_evaluation()  # and no other process's evaluation beside it
+            except BaseException:
+                self._timing.release()
+                raise
         try:
             conn.send(task.to_dict())
             deadline = time.monotonic() + build_timeout + 60  # spawning imports torch
@@ -225,6 +230,8 @@ class WorkerPool:
             if gated:
                 self.gate.end_timing()
             if holding:
+                if self._exclusive_all:
+                    self.gate.end_evaluation()
                 self._timing.release()
 
     def _failed(self, status: str, reason: str, opts: EvalOptions, log_path: str, offset: int, proc) -> Verdict:

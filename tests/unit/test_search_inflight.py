@@ -336,3 +336,42 @@ def test_a_process_killed_while_timing_holds_no_other_model_back(tmp_path, monke
     timer.wait(timeout=30)
     assert child.wait(timeout=30) == 0  # and its death lets it go
     assert len(json.loads((tmp_path / "blocked.json").read_text())) == 5
+
+
+EVALUATOR_PROCESS = """
+import json, sys, time
+from pathlib import Path
+from kforge_desktop.kernels.evaluator import Evaluator
+from kforge_desktop.kernels.options import EvalOptions
+from kforge_desktop.problem.problem import load_problem
+problem = load_problem(sys.argv[1])
+source = Path(sys.argv[3]).read_text()
+with Evaluator("cpu", workers=1, options=EvalOptions(compare_compile=False, timed_runs=5, warmup_runs=1)) as ev:
+    open(sys.argv[2] + ".started", "w").close()
+    verdict = ev.evaluate(problem, source)
+json.dump({"status": verdict.status, "reason": verdict.reason, "at": time.time()}, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 2) > 4, reason="more than 4 cores: evaluations run side by side there, "
+                                                      "only their timings are exclusive")
+def test_on_a_small_cpu_machine_another_process_evaluates_only_after_this_one(tmp_path, monkeypatch):
+    """Two searches on a 2-core machine: a build or a verification of one beside the other's timed
+    runs would disturb them, so one process's evaluation waits for the other's to end."""
+    monkeypatch.setenv("KFORGE_GATE_DIR", str(tmp_path / "gate"))
+    gate = DeviceGate()
+    gate.begin_evaluation()
+    out = tmp_path / "verdict.json"
+    child = subprocess.Popen([sys.executable, "-c", EVALUATOR_PROCESS, str(RMS_NORM), str(out),
+                              str(REPO / "tests" / "candidates" / "cpu" / "ok_rms_norm.py")], cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": str(REPO), "KFORGE_BUILD_CACHE": str(tmp_path / "b")})
+    try:
+        _wait_for(tmp_path / "verdict.json.started", timeout_s=120)
+        time.sleep(5.0)
+        assert not out.exists()  # its evaluation waits
+    finally:
+        released = time.time()
+        gate.end_evaluation()
+    assert child.wait(timeout=300) == 0
+    verdict = json.loads(out.read_text())
+    assert verdict["status"] == "ok" and verdict["at"] > released  # and runs once this one's has ended
