@@ -84,3 +84,41 @@ def test_retiming_picks_the_truly_faster_kernel_after_noise_favoured_the_other(t
     assert after.latency_ms < store.node(slow_id).verdict.latency_ms
     assert any(f"#{fast_id}" in m and "was" in m for m in messages)
     store.close()
+
+
+@pytest.mark.slow
+def test_a_retiming_far_slower_than_the_session_runs_again_and_says_the_choice_may_be_noise(tmp_path):
+    """The end-of-search re-timing measures eager several times slower than the session did (the
+    machine got busy since: another program on the cores): it runs again, three times in all, the
+    user is told the choice may be noise, and each verdict's reason says so. Measured at the session's pace, one
+    re-timing does and nothing is flagged."""
+    problem = load_problem(REPO / "resources" / "problems" / "rms_norm.py")
+    opts = EvalOptions(compare_compile=False, timed_runs=20, warmup_runs=2)
+    with Evaluator("cpu", workers=1, options=opts, build_cache=tmp_path / "builds") as ev:
+        first = [ev.evaluate(problem, source) for source in (FAST, SLOW)]
+        assert all(v.is_correct and not v.disturbed for v in first), [v.reason for v in first]
+        runs = {}
+        for name, pace in (("same", 1.0), ("busy", 0.1)):  # busy: the session had measured eager 10x faster
+            store = SessionStore(tmp_path / f"{name}.kforge")
+            pid = store.add_problem(problem, device="cpu", language="cpp")
+            root = store.add_node(pid, None, "root", "root", "python", source=problem.source, state="evaluated")
+            ids = []
+            for source, verdict in zip((FAST, SLOW), first):
+                node = store.add_node(pid, root, "llm", "whole", "cpp", source=source)
+                verdict = replace(verdict, baseline_ms=verdict.baseline_ms * pace,
+                                  latency_ms=verdict.latency_ms * pace)
+                store.record_verdict(node, verdict, reward(verdict))
+                ids.append(node)
+            said: list[tuple[str, str]] = []
+            retime_best(store, pid, problem, ev, lambda m, lvl="info", said=said: said.append((lvl, m)))
+            runs[name] = (said, [store.node(i).verdict for i in ids], store.chosen_node(pid).id == ids[0])
+            store.close()
+    said, verdicts, fast_chosen = runs["same"]
+    assert not [m for _, m in said if "busy" in m], said
+    assert not any(v.disturbed for v in verdicts) and all(v.retimed for v in verdicts) and fast_chosen
+    said, verdicts, _ = runs["busy"]
+    again = [m.split(" of ")[0] for _, m in said if m.endswith("timing again")]
+    assert again == ["re-timing 1", "re-timing 2"], said
+    assert [lvl for lvl, m in said if m.startswith("every one of 3 re-timings met a busy machine")] == ["warning"]
+    assert all("every re-timing met a busy machine" in v.reason for v in verdicts)  # shown with each node
+    assert fast_chosen  # and the choice is still made: the user has something to keep
