@@ -158,13 +158,13 @@ def host_gate() -> HostGate | None:
 
 
 class DeviceGate:
-    def __init__(self, settle_s: float = 5.0, host: HostGate | None | bool = True) -> None:
+    def __init__(self, settle_s: float = 5.0) -> None:
         self._cond = threading.Condition()
         self._timing = 0
         self._generating = 0
         self._paused = 0
         self.settle_s = settle_s  # the longest a timing slot waits for a token to finish
-        self.host = host_gate() if host is True else (host or None)  # the other processes of this machine
+        self.host = host_gate()  # the other processes of this machine; None: within this process only
 
     # -- the pool's side -------------------------------------------------------------------------
     def begin_timing(self) -> None:

@@ -30,7 +30,7 @@ NEAR = 0.75  # a node within this fraction of the best figure is a near-tie: re-
 MOVED = 1.5  # a node's eager this many times slower or faster than in the rest of the session: it moved
 ATTEMPTS = 3  # re-timings in all when each met a busy moment (a few seconds each)
 SLOWER = 2.0  # a re-timing whose eager is this many times the session's met a busy moment (quiet ones
-# measured 0.64-1.52x the session's eager, busy ones 3.8-158x: benchmarks.md, "Busy re-timings")
+# measured 0.64-1.52x the session's eager, busy ones 3.4-158x: benchmarks.md, "Busy re-timings")
 
 
 def contenders(store: SessionStore, problem_id: int, top: int = TOP) -> list[NodeRecord]:
