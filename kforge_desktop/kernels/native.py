@@ -75,7 +75,7 @@ def _arch_tag(lang: str) -> str:
 
 def source_digest(source: str, lang: str) -> str:
     h = hashlib.sha256()
-    for part in (lang, _arch_tag(lang), torch.__version__, source):
+    for part in (lang, _arch_tag(lang), torch.__version__, repr(_flags(lang)), source):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:20]
@@ -214,9 +214,15 @@ class _DirLock:
 # the compiler names the function and the line, which a repair can act on
 STRICT_CFLAGS = ["-Werror=return-type"]
 
+# A float compare may raise the IEEE "invalid" flag, so without this GCC keeps every `x < a ? a : x` of a
+# loop a branch and vectorizes none of it: the exemplars' fast_exp (two clamps) ran scalar, and a lowered
+# log_softmax seed took 0.74 ms against 0.20 ms eager (GCC 12, Zen 3). Nothing reads the FP flags and no
+# value changes (a NaN compares as before; unlike -ffast-math this assumes nothing about NaN or infinity).
+VECTOR_CFLAGS = ["-fno-trapping-math"]
+
 
 def _flags(lang: str) -> dict:
-    cflags = ["-O3", "-std=c++17", "-fopenmp", *STRICT_CFLAGS]
+    cflags = ["-O3", "-std=c++17", "-fopenmp", *STRICT_CFLAGS, *VECTOR_CFLAGS]
     if os.uname().machine in ("x86_64", "aarch64"):
         cflags.append("-march=native" if os.uname().machine == "x86_64" else "-mcpu=native")
     return {

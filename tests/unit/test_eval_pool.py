@@ -57,3 +57,32 @@ def test_stale_lock_of_a_killed_build_does_not_wedge(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1.0"
+
+
+def test_a_build_cached_under_other_compiler_flags_is_built_again(tmp_path):
+    """A kernel cached by a release that compiled with other flags (before -fno-trapping-math let its clamped
+    loops vectorize) is built again with this release's flags, not loaded from the cache as it was."""
+    env = dict(os.environ, KFORGE_BUILD_CACHE=str(tmp_path), PYTHONPATH=str(REPO))
+    src = 'extern "C" void k(float* y) { y[0] = y[0] < 0.f ? 0.f : y[0]; }'
+    script = textwrap.dedent(f"""
+        import sys
+        from kforge_desktop.kernels import native
+        if sys.argv[1] == "older":
+            native.VECTOR_CFLAGS = []
+        lib = native.build_native({src!r}, "cpp")
+        print(lib.cached, " ".join(native._flags("cpp")["extra_cflags"]))
+    """)
+
+    def build(release: str) -> tuple[bool, str]:
+        out = subprocess.run([sys.executable, "-c", script, release], env=env, capture_output=True, text=True,
+                             timeout=180)
+        assert out.returncode == 0, out.stderr
+        cached, flags = out.stdout.strip().split(" ", 1)
+        return cached == "True", flags
+
+    assert not build("older")[0]
+    assert build("older")[0], "the older release's own build was not cached"
+    again, flags = build("this")
+    assert "-fno-trapping-math" in flags
+    assert not again, "the build of the older flags was loaded from the cache"
+    assert build("this")[0], "the build with this release's flags was not cached"
