@@ -1,7 +1,7 @@
 """Replay recorded searches through the current mechanical fixes: what would they have saved?
 
 For every LLM-written candidate that failed to compile in the given session files, apply the
-current answer-time mends (``scaffold.clean_kernel``) and ``autofix`` (the same rounds the search runs after each answer) and, when the fixed kernel
+current answer-time mends (a helper an ancestor had put back, ``scaffold.clean_kernel``) and ``autofix`` (the same rounds the search runs after each answer) and, when the fixed kernel
 compiles, evaluate it for real (build, verify, time) against its problem. Every other failed
 candidate (wrong values, a crash) goes through the fixes applied to each answer's code
 (``scaffold.clean_kernel``: a scan's SIMD reduction dropped, each block's rows looped over) and,
@@ -44,11 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wrong-only", action="store_true", help="only the candidates that built and failed")
     args = ap.parse_args(argv)
 
+    from kforge_desktop.csource.items import restore_helpers
     from kforge_desktop.csource.normalize import normalize_code
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.kernels.native import syntax_check
     from kforge_desktop.problem.problem import Problem
     from kforge_desktop.search.answers import autofix_kernel
+    from kforge_desktop.search.generation import lineage
     from kforge_desktop.search.scaffold import build_scaffold, clean_kernel
     from kforge_desktop.store import SessionStore
     from kforge_desktop.store.archive import each_readable
@@ -84,13 +86,18 @@ def main(argv: list[str] | None = None) -> int:
                 if n.verdict.status != "compile_error" or args.wrong_only:
                     continue
                 failed += 1
-                cleaned = clean_kernel(n.kernel_source)  # the answer-time mends first, as a search does
+                # the answer-time mends first, as a search does: a helper an ancestor had, then clean_kernel
+                parent = store.node(n.parent_id) if n.parent_id is not None else None
+                restored, put_back = restore_helpers(n.kernel_source, lineage(store, parent))
+                cleaned = clean_kernel(restored)
                 kernel, note = autofix_kernel(scaffold, cleaned)
                 if normalize_code(cleaned, "cpp") != normalize_code(n.kernel_source, "cpp"):
                     if not note and not syntax_check(scaffold.kernel_file(cleaned), "cpp"):
                         note = "mended"
                     elif note:
                         note = "mended, " + note
+                if put_back:
+                    note = f"{note} ({', '.join(put_back)} put back)"
                 if not note:
                     print(f"{Path(path).name:<34} node {n.id:<3} still does not compile")
                     continue

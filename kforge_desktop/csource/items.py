@@ -150,6 +150,48 @@ def merge_functions(parent: str, answer: str) -> str:
     return "\n".join(out) + "\n\n" + "\n\n".join(body) + "\n"
 
 
+def calls(code: str, name: str) -> bool:
+    """Whether ``code`` calls (or declares) a function ``name``: ``name(`` not after a ``.``, ``::`` or a
+    longer name."""
+    return re.search(rf"(?<![\w.:]){re.escape(name)}\s*\(", code) is not None
+
+
+def insert_before_caller(code: str, name: str, definition: str) -> str | None:
+    """``code`` with ``definition`` (of function ``name``) placed above the first function that calls it,
+    above that function's comments; None when no function calls it."""
+    caller = next((it for it in split_items(code) if it.kind == "function" and calls(it.text, name)), None)
+    if caller is None:
+        return None
+    at = code.index(caller.text)
+    return code[:at] + definition.strip() + "\n\n" + code[at:]
+
+
+def restore_helpers(code: str, lineage: list[str]) -> tuple[str, list[str]]:
+    """``code`` with each function it calls but does not define put back from the nearest kernel of
+    ``lineage`` (the parent's kernel first, then its ancestors') that defines it, and the names put back.
+    An edit that rewrote a helper's caller without it, a repair of a node whose edit had inlined (and so
+    dropped) a helper: the model calls the helper it saw, and the kernel no longer has it (channel_sum's
+    ``add_row``: 13 of 396 recorded dev edits and repairs failed to build on a name an ancestor defines).
+    A helper put back may call another one, which is put back too."""
+    added: list[str] = []
+    for _ in range(4):
+        defined = {it.name for it in split_items(code) if it.kind == "function"}
+        missing = [(src, it) for src in lineage for it in split_items(src)
+                   if it.kind == "function" and it.name not in defined and calls(code, it.name)]
+        taken = set()
+        for _src, it in missing:  # the nearest definition of each name only
+            if it.name in taken:
+                continue
+            taken.add(it.name)
+            placed = insert_before_caller(code, it.name, it.text)
+            if placed is not None:
+                code = placed
+                added.append(it.name)
+        if not taken:
+            break
+    return code, added
+
+
 def function_text(code: str, name: str) -> str | None:
     """Function ``name`` of ``code`` as written, with the comments above it; None if not defined."""
     for it in split_items(code):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..csource.autofix import autofix
-from ..csource.items import TORCH_INCLUDE, merge_functions, prune_unreachable
+from ..csource.items import TORCH_INCLUDE, merge_functions, prune_unreachable, restore_helpers
 from ..csource.mends import BLOCK_NOTE
 from ..csource.normalize import normalize_code
 from ..kernels.native import parse_exports, syntax_check
@@ -62,12 +62,14 @@ def example_norm(exemplar_shown: str, language: str) -> str:
 
 def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *, language: str,
                  scaffold: Scaffold | None, fix: bool, find_duplicate: Callable[[str], int | None],
-                 example: str = "") -> Answer:
+                 example: str = "", lineage: list[str] | None = None) -> Answer:
     """The candidate an answer makes. ``kind`` is the prompt's (whole, edit, repair: a scaffolded
     kernel function; module: a whole ModelNew); ``fix`` applies the compiler-driven fixes.
     ``example``: the normalized example kernel the prompt showed (``example_norm``). When that example
     is not a seed of the tree, an answer equal to it is no candidate: the small model hands the example
-    of a nearby family back unchanged (a softmax for a cumulative sum), which is known to be wrong."""
+    of a nearby family back unchanged (a softmax for a cumulative sum), which is known to be wrong.
+    ``lineage``: the kernels of the parent and its ancestors, nearest first, whose helpers an answer
+    that calls them without defining them gets back (``restore_helpers``); default: the parent's."""
     finished = gen.finish_reason not in ("length", "repeating")
     kernel, source, note = "", "", ""
     if kind in ("whole", "edit", "repair"):
@@ -78,9 +80,12 @@ def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *,
             code = kernel_from_answer(gen.text)  # a changed helper alone is a valid edit
         if code is not None:
             kernel = merge_functions(parent.kernel_source, code) if kind in ("edit", "repair") else code
+            kernel, restored = restore_helpers(kernel, [parent.kernel_source] if lineage is None else lineage)
             kernel = prune_unreachable(kernel)
             kernel, provided = provide_helpers(kernel, language)
             kernel, note = autofix_kernel(scaffold, kernel) if fix else (kernel, "")
+            if restored:
+                note = "; ".join(x for x in (note, f"{', '.join(restored)} put back as an ancestor had it") if x)
             if provided:
                 note = "; ".join(x for x in (note, f"{', '.join(provided)} provided") if x)
             if BLOCK_NOTE in kernel and BLOCK_NOTE not in parent.kernel_source:

@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import paths
-from ..csource.items import function_head, function_text, split_items
+from ..csource.items import calls, function_head, function_text, insert_before_caller, split_items
 from ..kernels.native import parse_exports
 from .differences import unexplained_factors
 from .fitting import adapt, argument_map, fit, forward_constant  # noqa: F401  (the fitting API, re-exported)
@@ -406,18 +406,14 @@ def provide_helpers(kernel: str, language: str, library: tuple[Exemplar, ...] | 
     added = []
     kernel = _PROVIDED_LINE.sub("", kernel)
     for name, source in SHARED_HELPERS.get(language, {}).items():
-        if not re.search(rf"(?<![\w.:]){name}\s*\(", kernel) or function_text(kernel, name) is not None:
+        if not calls(kernel, name) or function_text(kernel, name) is not None:
             continue
         ex = next((e for e in (load_exemplars(language) if library is None else library) if e.name == source), None)
         helper = function_text(ex.code, name) if ex is not None else None
-        if helper is None:
+        placed = insert_before_caller(kernel, name, helper) if helper is not None else None
+        if placed is None:
             continue
-        caller = next((it for it in split_items(kernel) if it.kind == "function"
-                       and re.search(rf"(?<![\w.:]){name}\s*\(", it.text)), None)
-        if caller is None:
-            continue
-        at = kernel.index(caller.text)  # items carry their comments: above the caller's comment
-        kernel = kernel[:at] + helper.strip() + "\n\n" + kernel[at:]
+        kernel = placed
         if "#include <cstring>" not in kernel:  # for std::memcpy, after the other includes
             includes = list(re.finditer(r"^#include[^\n]*\n", kernel, re.M))
             at = includes[-1].end() if includes else 0

@@ -120,6 +120,16 @@ def received(generation: cf.Future) -> Received:
     return Received(gen)
 
 
+def lineage(store: SessionStore, node) -> list[str]:
+    """The kernels of ``node`` and its ancestors, nearest first (the root and nodes without code left out)."""
+    out = []
+    while node is not None:
+        if node.kernel_source:
+            out.append(node.kernel_source)
+        node = store.node(node.parent_id) if node.parent_id is not None else None
+    return out
+
+
 def save_answer(store: SessionStore, problem_id: int, slot: Slot, gen: Generation, *, language: str,
                 scaffold: Scaffold | None, fix: bool, save_state: Callable[[], None]) -> tuple[int, answers.Answer]:
     """Store the LLM call of ``slot``'s expansion and the node its answer makes (``answers``: the
@@ -130,7 +140,8 @@ def save_answer(store: SessionStore, problem_id: int, slot: Slot, gen: Generatio
     answer = answers.shape_answer(gen, slot.context.kind, exp.target, parent, language=language,
                                   scaffold=scaffold, fix=fix,
                                   find_duplicate=lambda norm: store.find_duplicate(problem_id, norm),
-                                  example=answers.example_norm(slot.context.exemplar, language))
+                                  example=answers.example_norm(slot.context.exemplar, language),
+                                  lineage=lineage(store, parent))
     state = answer.state
     shown, params = prompting.call_record(slot.request, gen, slot.trimmed)
     with store.transaction():

@@ -308,3 +308,61 @@ def _repair_prompt_of_a_wrong_log_softmax(store, wrong) -> str:
     exp = engine.next_expansion(tree)
     assert (exp.kind, exp.parent_id) == ("repair", whole)
     return prompts.render(engine.prompt(exp, tree))[1]
+
+
+class _Answers:
+    """A model that gives each request the next answer of a list (and keeps the prompts)."""
+
+    name = "listed"
+    context_size = 8192
+    raw_completion = False
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.prompts = list(answers), []
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, len(text) // 4)
+
+    def generate(self, request, on_token=None, cancel=None):
+        from kforge_desktop.llm.generator import Generation
+
+        self.prompts.append(request.messages[-1].content)
+        return Generation(self.answers.pop(0), 10, 10, 0.01, 1000.0, self.name, "stop")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_repair_that_calls_a_helper_its_broken_parent_had_inlined_gets_the_helper_back(tmp_path, evaluator):
+    """An edit inlined the seed's `row_max` into `kernel_forward` (and got the sum wrong), so its kernel no
+    longer has `row_max`; the repair's answer calls `row_max` again, as the seed did. The kernel it makes
+    gets `row_max` back from the seed, builds and is correct, and its note says so (before, it failed to
+    build: "'row_max' was not declared in this scope", as 13 of 396 recorded dev edits and repairs did)."""
+    from kforge_desktop.csource.items import function_text
+    from kforge_desktop.kernels.verdict import Verdict
+
+    store = SessionStore(tmp_path / "h.kforge")
+    config = SearchConfig(budget_candidates=2, memory=False)  # the edit below, then the repair
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), config)
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
+    entry = function_text(seed.kernel_source, "kernel_forward")
+    assert "row_max(xr, scale, cols)" in entry and "scale_row(yr, 1.0f / s, cols)" in entry
+    inlined = entry.replace("const float m = row_max(xr, scale, cols);",
+                            "float m = -INFINITY;\n        for (int64_t c = 0; c < cols; ++c) m = xr[c] * scale > m "
+                            "? xr[c] * scale : m;").replace("1.0f / s,", "1.0f / (s + 1.0f),")
+    broken = seed.kernel_source.replace(function_text(seed.kernel_source, "row_max"), "").replace(entry, inlined)
+    assert "row_max" not in broken
+    edit = store.add_node(pid, seed.id, "llm", "edit", "cpp", source="x", kernel_source=broken,
+                          directive="single_pass@kernel_forward")
+    store.record_verdict(edit, Verdict("incorrect", "values differ", max_abs_err=0.5), -1.0)
+    fixed = entry.replace("scale_row(yr, 1.0f / s, cols);", "const float inv = 1.0f / s;\n        "
+                          "scale_row(yr, inv, cols);")
+    model = _Answers(f"The sum was off by one.\n\n```cpp\n{fixed}\n```\n")
+    SearchEngine(store, pid, model, evaluator, config).run()
+    repair = next(n for n in store.nodes(pid) if n.origin == "llm" and n.parent_id == edit)
+    assert repair.kind == "repair" and "kernel_forward" in model.prompts[0]
+    assert repair.verdict is not None and repair.verdict.status == "ok", repair.verdict
+    assert function_text(repair.kernel_source, "row_max") == function_text(seed.kernel_source, "row_max")
+    assert "row_max put back as an ancestor had it" in repair.note
+    store.close()
