@@ -225,7 +225,9 @@ def test_the_example_kernel_handed_back_unchanged_is_no_candidate_and_is_not_sho
     store = SessionStore(tmp_path / "c.kforge")
     # no seed: the lowered running sum would be one (a search without seeds asks kernels from nothing, as one
     # whose problem nothing lowers does)
-    config = SearchConfig(budget_candidates=2, memory=False, seeds=False)
+    # one expansion at a time: on more than 4 cores two are in flight, and the second prompt leaves before the
+    # first answer is back (it failed so on the 16-core GPU host)
+    config = SearchConfig(budget_candidates=2, memory=False, seeds=False, inflight=1)
     pid = create_session(store, problem, config)
     assert not [n for n in store.nodes(pid) if n.origin == "seed"]
     model = _EchoExample()
