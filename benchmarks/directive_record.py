@@ -5,7 +5,11 @@ The priors on the C++ directives (``search/directives.py``) and the "fix it" rep
 
     python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge.gz \
         benchmarks/results/search_36d1137/sessions/*.kforge.gz benchmarks/results/search_346744e_partial/sessions/*.kforge.gz \
-        benchmarks/results/search/sessions/*.kforge.gz benchmarks/results/search_648317c/sessions/*.kforge.gz
+        benchmarks/results/search/sessions/*.kforge.gz benchmarks/results/search_648317c/sessions/*.kforge.gz \
+        benchmarks/results/generalize/*_sessions/dev/*.kforge.gz
+
+(the priors are the ``edit`` rows: the searches on the first three problems and on the dev half of
+``benchmarks/problems_generalize``, never the test half).
 
 Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
 duplicates (answers that repeated an earlier kernel) beside them. Then per kind of request: the mean

@@ -638,14 +638,15 @@ def test_when_every_directive_was_asked_the_least_asked_comes_next():
 
 
 def test_a_change_the_model_rarely_carries_out_comes_after_asking_again_one_that_worked():
-    """Hoisting and fusing an epilogue are changes the default model rarely carries out: a node's
-    untried directive that unlikely waits while one that worked from the node can be asked again (its
+    """Hoisting invariants is a change the default model rarely carries out (5 of 56 edits outside the
+    test half; fusing an epilogue, 3 of 16, is no longer below the line): a node's untried directive
+    that unlikely waits while one that worked from the node can be asked again (its
     answer is a new kernel, or a repeat that costs no candidate); with nothing that worked, or once the
     tree shows the model can do it, it is asked."""
     from kforge_desktop.search.directives import UNLIKELY, expected_rate
 
     low = {d.key for d in DIRECTIVES["cpp"] if expected_rate(d) < UNLIKELY}
-    assert low == {"hoist_invariants", "fuse_epilogue"}
+    assert low == {"hoist_invariants"}
     tried = {d.key: "failed" for d in DIRECTIVES["cpp"] if d.key not in low} | {"cache_blocking": "ok"}
     assert {choose_directive("cpp", tried, random.Random(s)).key for s in range(20)} == {"cache_blocking"}
     nothing_worked = tried | {"cache_blocking": "failed"}
@@ -660,7 +661,7 @@ def test_a_directive_that_worked_is_not_asked_again_once_its_answers_repeat():
     two answers to it from the node repeat, the node gets a different change, however unlikely."""
     from kforge_desktop.search.directives import USED_UP
 
-    low = {"hoist_invariants", "fuse_epilogue"}
+    low = {"hoist_invariants"}
     tried = {d.key: "failed" for d in DIRECTIVES["cpp"] if d.key not in low} | {"cache_blocking": "ok"}
     once = {"cache_blocking": USED_UP - 1}
     assert choose_directive("cpp", tried, random.Random(0), repeats=once).key == "cache_blocking"
