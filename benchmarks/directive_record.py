@@ -1,15 +1,15 @@
 """How often the model carried out each kind of request correctly, over recorded session files.
 
-The priors on the C++ directives (``search/directives.py``) and the "fix it" repair record in
-``docs/benchmarks.md`` (the reason for ``search/planner.py``'s ``repair_patience``) come from this count:
+The "fix it" repair record in ``docs/benchmarks.md`` (the reason for ``search/planner.py``'s
+``repair_patience``) comes from this count over the searches on the first three problems:
 
     python benchmarks/directive_record.py benchmarks/results/sessions/*.kforge.gz \
         benchmarks/results/search_36d1137/sessions/*.kforge.gz benchmarks/results/search_346744e_partial/sessions/*.kforge.gz \
-        benchmarks/results/search/sessions/*.kforge.gz benchmarks/results/search_648317c/sessions/*.kforge.gz \
-        benchmarks/results/generalize/*_sessions/dev/*.kforge.gz
+        benchmarks/results/search/sessions/*.kforge.gz benchmarks/results/search_648317c/sessions/*.kforge.gz
 
-(the priors are the ``edit`` rows: the searches on the first three problems and on the dev half of
-``benchmarks/problems_generalize``, never the test half).
+The priors on the C++ directives (``search/directives.py``) are its ``edit`` rows with the dev half
+of ``benchmarks/problems_generalize`` added (never the test half): the same command with
+``benchmarks/results/generalize/*_sessions/dev/*.kforge.gz`` after the others.
 
 Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
 duplicates (answers that repeated an earlier kernel) beside them. Then per kind of request: the mean
