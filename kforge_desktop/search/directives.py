@@ -374,7 +374,7 @@ def invariant_divisions(kernel: str) -> list[str]:
 # the dev half of benchmarks/problems_generalize; docs/benchmarks.md, "Twentieth measurement"):
 # cache_blocking 70/113, unroll_accumulators 48/89, simd_inner 66/129, openmp_rows 2/5, float_math 3/10,
 # single_pass 25/91, fuse_epilogue 3/16, hoist_invariants 5/56. The first three problems alone had put
-# simd_inner at 3/23 (13 %, below single_pass); the dev half's eleven problems carried it out 63/106 times.
+# simd_inner at 3/23 (13 %, below single_pass); the dev half's searches carried it out 63/106 times.
 # The search's own record on the problem (``record``) soon outweighs them, so a model that does better at
 # some change gets asked for it.
 
