@@ -172,8 +172,10 @@ def restore_helpers(code: str, lineage: list[str]) -> tuple[str, list[str]]:
     An edit that rewrote a helper's caller without it, a repair of a node whose edit had inlined (and so
     dropped) a helper: the model calls the helper it saw, and the kernel no longer has it (channel_sum's
     ``add_row``; ``benchmarks/replay_autofix.py`` on the recorded dev answers puts a helper back in 12).
-    A helper put back may call another one, which is put back too."""
-    added: list[str] = []
+    A helper put back may call another one, which is put back too. A call to an undefined name that is a
+    lineage helper's name with a word added (``add_row_simd`` for ``add_row``, same argument count) is that
+    helper: the model renamed the call and wrote no such function (dev/channel_sum at 153b649)."""
+    code, added = _renamed_calls(code, lineage)
     for _ in range(4):
         defined = {it.name for it in split_items(code) if it.kind == "function"}
         missing = [(src, it) for src in lineage for it in split_items(src)
@@ -190,6 +192,50 @@ def restore_helpers(code: str, lineage: list[str]) -> tuple[str, list[str]]:
         if not taken:
             break
     return code, added
+
+
+def _argument_count(text: str) -> int | None:
+    """How many arguments the call whose ``(`` opens ``text`` passes (top-level commas); None if unclosed."""
+    depth, count, empty = 0, 1, True
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return 0 if empty else count
+        elif ch == "," and depth == 1:
+            count += 1
+        if depth >= 1 and not ch.isspace():
+            empty = False
+    return None
+
+
+def _renamed_calls(code: str, lineage: list[str]) -> tuple[str, list[str]]:
+    """``code`` with calls to an undefined ``Y_word`` or ``word_Y`` made calls to lineage helper ``Y`` when the
+    argument counts agree; the renames, as "Y (called Y_word)"."""
+    items = split_items(code)
+    defined = {it.name for it in items if it.kind == "function"}
+    helpers: dict[str, int | None] = {}
+    for src in lineage:
+        for it in split_items(src):
+            if it.kind == "function" and it.name != ENTRY and it.name not in helpers:
+                head = strip_cpp_comments(it.text)
+                helpers[it.name] = _argument_count(head[head.index("(", head.index(it.name)):])
+    body = strip_cpp_comments("\n".join(it.text for it in items if it.kind == "function"))
+    renames: list[str] = []
+    for m in dict.fromkeys(re.findall(r"(?<![\w.:>])([A-Za-z_]\w*)\s*\(", body)):
+        if m in defined or m in helpers:
+            continue
+        call = re.search(rf"(?<![\w.:>]){re.escape(m)}\s*(\()", body)
+        n_args = _argument_count(body[call.start(1):])
+        like = [y for y, n in helpers.items() if (m.startswith(y + "_") or m.endswith("_" + y)) and n == n_args]
+        if len(like) == 1:
+            code = re.sub(rf"(?<![\w.:>]){re.escape(m)}(\s*\()", like[0] + r"\1", code)
+            renames.append(f"{like[0]} (called {m})")
+    return code, renames
 
 
 def function_text(code: str, name: str) -> str | None:

@@ -31,6 +31,7 @@ from .directives import (
     launch_shape_text,
     reduction_term,
     simd_text,
+    single_pass_text,
     smoothed_rate,
 )
 from .edit_targets import edit_target, length_parameter, open_tried, outer_loop, returns_value
@@ -274,6 +275,8 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
                          outer_loop(dict(functions).get(FUNCTION, "")) if target == FUNCTION else None)
     if d.key == "simd_inner" and language == "cpp":
         text = simd_text(dict(functions).get(target, ""))
+    if d.key == "single_pass" and language == "cpp":
+        text = single_pass_text(dict(functions).get(target, ""))
     if d.key == "launch_shape" and language == "cuda":
         text = launch_shape_text("\n".join(f for _, f in functions)) or text
     return Expansion(node_id, "edit", key, text, target)

@@ -368,3 +368,29 @@ def test_a_repair_that_calls_a_helper_its_broken_parent_had_inlined_gets_the_hel
     assert function_text(repair.kernel_source, "row_max") == function_text(seed.kernel_source, "row_max")
     assert "row_max put back as an ancestor had it" in repair.note
     store.close()
+
+
+def test_an_edit_that_calls_its_helper_by_a_new_name_calls_the_helper(tmp_path, evaluator):
+    """Asked for SIMD-friendly loops, the model rewrote `kernel_forward` to call `row_max_simd`, a function it
+    never wrote (dev/channel_sum: `add_row_simd`), and the build failed. A call to an undefined name that is a
+    helper's name with a word added, with the helper's argument count, is the helper: the kernel builds, is
+    correct, and its note names the rename."""
+    from kforge_desktop.csource.items import function_text
+    from kforge_desktop.kernels.verdict import Verdict
+
+    store = SessionStore(tmp_path / "r.kforge")
+    config = SearchConfig(budget_candidates=1, memory=False)
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), config)
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
+    entry = function_text(seed.kernel_source, "kernel_forward")
+    renamed = entry.replace("row_max(xr, scale, cols)", "row_max_simd(xr, scale, cols)").replace(
+        "scale_row(yr, 1.0f / s, cols);", "const float inv = 1.0f / s;\n        scale_row(yr, inv, cols);")
+    assert renamed != entry and "row_max_simd(" in renamed
+    model = _Answers(f"```cpp\n{renamed}\n```\n")
+    SearchEngine(store, pid, model, evaluator, config).run()
+    edit = next(n for n in store.nodes(pid) if n.origin == "llm")
+    assert edit.verdict is not None and edit.verdict.status == "ok", edit.verdict
+    assert "row_max_simd" not in edit.kernel_source and "row_max(xr, scale, cols)" in edit.kernel_source
+    assert "row_max (called row_max_simd)" in edit.note
+    store.close()

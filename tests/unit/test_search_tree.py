@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 
 import pytest
@@ -687,3 +688,34 @@ def test_mcts_passes_by_a_node_whose_last_answers_repeated_earlier_kernels():
     assert select("mcts", Tree(nodes + repeats), 1, params, chance) == 2
     seed_repeats = [node(8, 2, kind="edit", state="duplicate", visits=1), node(9, 2, kind="edit", state="duplicate", visits=1)]
     assert select("mcts", Tree(nodes + repeats + seed_repeats), 1, params, chance) == 1  # kernels from nothing
+
+
+def test_the_single_pass_request_names_the_kernels_own_statistics(tmp_path):
+    """Shown "e.g. sum and sum of squares together, or an online max-and-sum", the default model added a sum of
+    squares to a log-softmax and its output went NaN: asked of a lowered log-softmax, the request names that
+    kernel's maximum and sum of exponentials and writes out the online update; asked of a kernel of two sums,
+    it names those two and says nothing of exponentials."""
+    from kforge_desktop.search.directives import directive_by_key, single_pass_text
+    from kforge_desktop.search.planner import edit_expansion, kernel_functions
+
+    path = tmp_path / "logsm.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.log_softmax(x, dim=-1)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(8, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    store = SessionStore(tmp_path / "t.kforge")
+    pid = create_session(store, load_problem(path), SearchConfig(strategy="mcts", budget_candidates=5, seeds=True))
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    functions = kernel_functions(seed.kernel_source, "cpp")
+    exp = edit_expansion(seed.id, functions, directive_by_key("cpp", "single_pass"), "cpp", random.Random(0), {})
+    text = exp.directive_text
+    maxima = re.findall(r"the maximum `(\w+)`", text)
+    assert maxima and re.search(rf"\b{maxima[0]}\b\s*=\s*[^;]*>\s*{maxima[0]}", dict(functions)[exp.target])
+    assert "fast_exp(v - m_new)" in text and "No `#pragma omp simd` on that loop" in text
+    assert "squares" not in text
+    two_sums = ("extern \"C\" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n"
+                "  for (int64_t r = 0; r < rows; ++r) {\n    float s = 0.0f, q = 0.0f;\n"
+                "    for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];\n"
+                "    for (int64_t c = 0; c < cols; ++c) q += x[r * cols + c] * x[r * cols + c];\n"
+                "    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * cols + c] * q - s;\n  }\n}\n")
+    text = single_pass_text(two_sums)
+    assert "`s`, `q` in ONE loop" in text and "exp" not in text
