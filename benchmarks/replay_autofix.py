@@ -1,10 +1,12 @@
 """Replay recorded searches through the current mechanical fixes: what would they have saved?
 
 For every LLM-written candidate that failed to compile in the given session files, apply the
-current answer-time mends (a helper an ancestor had put back, ``scaffold.clean_kernel``) and ``autofix`` (the same rounds the search runs after each answer) and, when the fixed kernel
+current answer-time mends (the parent's row work where the answer left the pattern's comment, a helper an
+ancestor had put back, ``scaffold.clean_kernel``) and ``autofix`` (the same rounds the search runs after each answer) and, when the fixed kernel
 compiles, evaluate it for real (build, verify, time) against its problem. Every other failed
 candidate (wrong values, a crash) goes through the fixes applied to each answer's code
-(``scaffold.clean_kernel``: a scan's SIMD reduction dropped, each block's rows looped over) and,
+(the parent's row work for the pattern's comment, ``scaffold.clean_kernel``: a scan's SIMD reduction dropped, each
+block's rows looped over) and,
 when they change it, is evaluated the same way (an answer recorded in several sessions, once). The model's answers are
 the recorded ones, so this measures a change to the fixes without new LLM calls, and anyone can
 rerun it on the published sessions:
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from kforge_desktop.csource.items import restore_helpers
+    from kforge_desktop.csource.mends import fill_elided_rows
     from kforge_desktop.csource.normalize import normalize_code
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.kernels.native import syntax_check
@@ -74,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 if n.verdict.status not in ("ok", "compile_error", "rejected") and n.kernel_source not in seen:
                     seen.add(n.kernel_source)
                     wrong += 1
-                    cleaned = clean_kernel(n.kernel_source)
+                    parent = store.node(n.parent_id) if n.parent_id is not None else None
+                    cleaned = clean_kernel(fill_elided_rows(n.kernel_source, parent.kernel_source)[0]
+                                           if parent is not None and parent.kernel_source else n.kernel_source)
                     if normalize_code(cleaned, "cpp") == normalize_code(n.kernel_source, "cpp"):
                         continue
                     mended += 1
@@ -88,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                 failed += 1
                 # the answer-time mends first, as a search does: a helper an ancestor had, then clean_kernel
                 parent = store.node(n.parent_id) if n.parent_id is not None else None
-                restored, put_back = restore_helpers(n.kernel_source, lineage(store, parent))
+                elided = (fill_elided_rows(n.kernel_source, parent.kernel_source)[0]
+                          if parent is not None and parent.kernel_source else n.kernel_source)
+                restored, put_back = restore_helpers(elided, lineage(store, parent))
                 cleaned = clean_kernel(restored)
                 kernel, note = autofix_kernel(scaffold, cleaned)
                 if normalize_code(cleaned, "cpp") != normalize_code(n.kernel_source, "cpp"):

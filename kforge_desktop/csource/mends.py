@@ -182,3 +182,37 @@ def loop_block_rows(code: str) -> tuple[str, int]:
         mended += 1
     out.append(code[pos:])
     return "".join(out), mended
+
+
+# the placeholder of a pattern over rows (``directives.Directive.prompt_text``: "per-row work", or "work of each o"
+# where the kernel's outer loop is over ``o``), as an answer that copied the pattern literally keeps it
+_ELIDED = re.compile(r"^([ \t]*)//\s*\.{3}\s*the same (?:per-row work|work of each (\w+)) as before\s*\.{3}[ \t]*$", re.M)
+
+
+def fill_elided_rows(code: str, parent: str) -> tuple[str, int]:
+    """``code`` with the pattern's placeholder ("// ... the same per-row work as before ...") replaced by the
+    parent's work of one row: asked to block the rows of a long row kernel (a lowered cross-entropy of 50
+    lines), the default model wrote the blocked loops around the pattern's comment and nothing else, so the
+    kernel wrote no output (dev/smoothed_cross_entropy; 9 such answers in the recorded sessions). The parent's
+    work of one row is the body of its loop ``for (int64_t r = 0; r < bound; ++r)`` (``r`` the pattern's row
+    variable), which the answer's loop over each block's rows declares too. Returns the code and how many
+    placeholders were filled."""
+    filled = 0
+    for m in reversed(list(_ELIDED.finditer(code))):
+        var = m.group(2) or "r"
+        if not re.search(rf"\bfor\s*\(\s*(?:int64_t|int|long|size_t)\s+{var}\s*=", code[:m.start()]):
+            continue  # the answer has no loop over the row variable around the comment
+        head = re.search(rf"for\s*\(\s*(?:int64_t|int|long|size_t)\s+{var}\s*=\s*0\s*;[^;]*;[^)]*\)\s*\{{", parent)
+        if head is None:
+            continue
+        loop = _loop_body(parent, head.start())
+        body = loop[loop.index("{", head.end() - head.start() - 1) + 1:loop.rindex("}")].strip("\n")
+        if not body.strip() or _ELIDED.search(body):
+            continue
+        lines = body.split("\n")
+        base = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
+        indent = m.group(1)
+        text = "\n".join(indent + ln[base:] if ln.strip() else "" for ln in lines)
+        code = code[:m.start()] + text + code[m.end():]
+        filled += 1
+    return code, filled

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..csource.autofix import autofix
 from ..csource.items import TORCH_INCLUDE, merge_functions, prune_unreachable, restore_helpers
-from ..csource.mends import BLOCK_NOTE
+from ..csource.mends import BLOCK_NOTE, fill_elided_rows
 from ..csource.normalize import normalize_code
 from ..kernels.native import parse_exports, syntax_check
 from ..kernels.verdict import Verdict
@@ -80,6 +80,9 @@ def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *,
             code = kernel_from_answer(gen.text)  # a changed helper alone is a valid edit
         if code is not None:
             kernel = merge_functions(parent.kernel_source, code) if kind in ("edit", "repair") else code
+            elided = 0
+            if kind in ("edit", "repair"):
+                kernel, elided = fill_elided_rows(kernel, parent.kernel_source)
             kernel, restored = restore_helpers(kernel, [parent.kernel_source] if lineage is None else lineage)
             kernel = prune_unreachable(kernel)
             kernel, provided = provide_helpers(kernel, language)
@@ -88,6 +91,9 @@ def shape_answer(gen: Generation, kind: str, target: str, parent: NodeRecord, *,
                 note = "; ".join(x for x in (note, f"{', '.join(restored)} put back as an ancestor had it") if x)
             if provided:
                 note = "; ".join(x for x in (note, f"{', '.join(provided)} provided") if x)
+            if elided:
+                note = "; ".join(x for x in (note, "the row's work the answer left as the pattern's comment taken from "
+                                             "the parent") if x)
             if BLOCK_NOTE in kernel and BLOCK_NOTE not in parent.kernel_source:
                 note = "; ".join(x for x in (note, "each row of a block looped over (the answer handled only the "
                                              "first row of each)") if x)

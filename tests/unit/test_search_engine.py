@@ -394,3 +394,31 @@ def test_an_edit_that_calls_its_helper_by_a_new_name_calls_the_helper(tmp_path, 
     assert "row_max_simd" not in edit.kernel_source and "row_max(xr, scale, cols)" in edit.kernel_source
     assert "row_max (called row_max_simd)" in edit.note
     store.close()
+
+
+def test_a_blocked_edit_that_left_the_rows_work_as_the_patterns_comment_gets_the_parents_work(tmp_path, evaluator):
+    """Asked to block the rows of a long row kernel, the model wrote the blocked loops around the pattern's own
+    comment, "// ... the same per-row work as before ...", and nothing else: the kernel wrote no output
+    (dev/smoothed_cross_entropy). The comment is filled with the parent's work of one row: the kernel is the
+    blocked parent, builds, is correct, and its note says where the row's work came from."""
+    from kforge_desktop.csource.items import function_text
+    from kforge_desktop.kernels.verdict import Verdict
+
+    store = SessionStore(tmp_path / "b.kforge")
+    config = SearchConfig(budget_candidates=1, memory=False)
+    pid = create_session(store, load_problem(PROBLEMS / "softmax.py"), config)
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, Verdict("ok", "correct", speedup=1.0, latency_ms=1.0, baseline_ms=1.0), 0.7)
+    head = function_text(seed.kernel_source, "kernel_forward").split("{")[0].strip()
+    answer = (f"{head} {{\n    const float scale = 1.0f;\n    const int64_t tile = 8;\n"
+              "    #pragma omp parallel for schedule(static)\n    for (int64_t r0 = 0; r0 < rows; r0 += tile) {\n"
+              "        const int64_t r1 = std::min(rows, r0 + tile);\n        for (int64_t r = r0; r < r1; ++r) {\n"
+              "            // ... the same per-row work as before ...\n        }\n    }\n}\n")
+    model = _Answers(f"```cpp\n{answer}```\n")
+    SearchEngine(store, pid, model, evaluator, config).run()
+    edit = next(n for n in store.nodes(pid) if n.origin == "llm")
+    assert edit.verdict is not None and edit.verdict.status == "ok", edit.verdict
+    entry = function_text(edit.kernel_source, "kernel_forward")
+    assert "same per-row work" not in entry and "r0 += tile" in entry and "row_max(xr, scale, cols)" in entry
+    assert "taken from the parent" in edit.note
+    store.close()
