@@ -264,9 +264,14 @@ class TorchSnapshot:
                 if key.startswith("__") and key not in ("__call__", "__add__", "__mul__", "__matmul__"):
                     continue
                 try:
-                    snap[f"{label}.{key}"] = id(getattr(obj, key))
+                    value = getattr(obj, key)
                 except Exception:
                     continue
+                # functions and classes only: torch.cuda's state (``_initialized``, ``default_generators``,
+                # ``_cached_device_count``) changes when anything first asks for a device, which on a GPU host
+                # flagged CPU candidates as patching torch (3 of the dev replays on the H200 box)
+                if callable(value):
+                    snap[f"{label}.{key}"] = id(value)
         for label, obj in (extra or {}).items():
             snap[label] = id(obj)
         return cls(snap)

@@ -85,3 +85,20 @@ def test_cpu_outputs_start_as_poison_not_zeros(verdicts):
 def test_every_evaluation_draws_fresh_inputs_and_records_the_seed(verdicts):
     seeds = {v.input_seed for v in verdicts.values() if v.trials}
     assert None not in seeds and len(seeds) == len([v for v in verdicts.values() if v.trials])
+
+
+def test_cuda_state_that_changes_on_first_use_is_not_a_patch(monkeypatch):
+    """On a GPU host, the first question about devices sets torch.cuda's state (``_initialized``,
+    ``default_generators``, ``_cached_device_count``); CPU candidates that did nothing to torch were rejected as
+    patching it. State changing is not a patch; a function replaced still is."""
+    import torch
+
+    from kforge_desktop.kernels.policy import TorchSnapshot
+
+    before = TorchSnapshot.take()
+    monkeypatch.setattr(torch.cuda, "_initialized", not torch.cuda._initialized)
+    monkeypatch.setattr(torch.cuda, "default_generators", (object(),))
+    monkeypatch.setattr(torch.cuda, "_cached_device_count", 1)
+    assert TorchSnapshot.take().changed(before) == []
+    monkeypatch.setattr(torch, "rsqrt", lambda t: t)
+    assert before.changed(TorchSnapshot.take()) == ["torch.rsqrt"]
