@@ -246,29 +246,31 @@ def simd_text(function: str) -> str:
             "and keep writing every output value it writes now.")
 
 
-def single_pass_text(function: str) -> str:
-    """The single-pass directive for one function, naming the statistics it has. Shown the general text's
-    examples ("sum and sum of squares together, or an online max-and-sum"), the default model added a sum of
-    squares to a log-softmax (3 of 5 such edits wrong, 2 of them NaN: dev/log_softmax at 153b649). A maximum
-    and a sum of exponentials get the online update written out, and no SIMD reduction on that loop (its sum
-    is rescaled as the maximum grows, which an OpenMP reduction cannot do); sums alone are read in one loop."""
-    sums, maxes = accumulators(function)
-    code = strip_cpp_comments(function)
+def single_pass_text(kernel: str, target: str = ENTRY) -> str:
+    """The single-pass directive for a kernel whose function ``target`` is rewritten, naming the statistics the
+    kernel computes (in ``target``'s loops or in the helpers it calls). Shown the general text's examples ("sum
+    and sum of squares together, or an online max-and-sum"), the default model added a sum of squares to a
+    log-softmax (3 of 5 such edits wrong, 2 of them NaN: dev/log_softmax at 153b649). A maximum and a sum of
+    exponentials get the online update written out, and no SIMD reduction on that loop (its sum is rescaled as
+    the maximum grows, which an OpenMP reduction cannot do); sums alone are read in one loop."""
+    sums, maxes = accumulators(kernel)
+    code = strip_cpp_comments(kernel)
+    where = f"in `{target}`, in place of the loops or calls that compute them now"
     if maxes and sums and re.search(r"\b(?:fast_exp|(?:std::)?expf?)\s*\(", code):
         m, s = maxes[0], sums[0]
         exp = "fast_exp" if "fast_exp" in code else "std::exp"
         return (f"Fuse the passes over each row: compute the maximum `{m}` and the sum of exponentials `{s}` in ONE "
-                f"loop (an online max-and-sum). Start with `{m} = -INFINITY` and `{s} = 0.0f`; for each value `v` "
-                f"of the row: `const float m_new = v > {m} ? v : {m}; {s} = {s} * {exp}({m} - m_new) + "
+                f"loop (an online max-and-sum) {where}. Start with `{m} = -INFINITY` and `{s} = 0.0f`; for each "
+                f"value `v` of the row: `const float m_new = v > {m} ? v : {m}; {s} = {s} * {exp}({m} - m_new) + "
                 f"{exp}(v - m_new); {m} = m_new;`. No `#pragma omp simd` on that loop (its sum is rescaled, "
                 "which a reduction clause cannot do). Keep every other statistic and the loop that writes the "
                 "output as they are, with the same names and formulas.")
     named = sums + maxes
     if len(named) >= 2:
         listed = ", ".join(f"`{v}`" for v in named)
-        return (f"Fuse the passes over each row: compute {listed} in ONE loop over the row (each value read "
-                "once, one `#pragma omp simd` with a reduction clause for each of them), then write the output "
-                "in the next loop with the same formulas. A statistic that needs an earlier one (a variance "
+        return (f"Fuse the passes over each row: compute {listed} in ONE loop over the row {where} (each value "
+                "read once, one `#pragma omp simd` with a reduction clause for each of them), then write the "
+                "output in the next loop with the same formulas. A statistic that needs an earlier one (a variance "
                 "around the mean) becomes a sum of squares: `var = sum_sq / n - mean * mean`. Compute nothing the "
                 "kernel does not compute now.")
     return ("Fuse the passes over each row: read each value once where the kernel now reads it several times "

@@ -276,7 +276,7 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
     if d.key == "simd_inner" and language == "cpp":
         text = simd_text(dict(functions).get(target, ""))
     if d.key == "single_pass" and language == "cpp":
-        text = single_pass_text(dict(functions).get(target, ""))
+        text = single_pass_text("\n".join(f for _, f in functions), target)
     if d.key == "launch_shape" and language == "cuda":
         text = launch_shape_text("\n".join(f for _, f in functions)) or text
     return Expansion(node_id, "edit", key, text, target)

@@ -709,7 +709,9 @@ def test_the_single_pass_request_names_the_kernels_own_statistics(tmp_path):
     exp = edit_expansion(seed.id, functions, directive_by_key("cpp", "single_pass"), "cpp", random.Random(0), {})
     text = exp.directive_text
     maxima = re.findall(r"the maximum `(\w+)`", text)
-    assert maxima and re.search(rf"\b{maxima[0]}\b\s*=\s*[^;]*>\s*{maxima[0]}", dict(functions)[exp.target])
+    kernel = "\n".join(f for _, f in functions)
+    assert maxima and re.search(rf"\b{maxima[0]}\b\s*=\s*[^;]*>\s*{maxima[0]}", kernel)  # the kernel's own maximum
+    assert exp.target == "kernel_forward" and re.search(rf"\b{maxima[0]}\b", dict(functions)[exp.target])
     assert "fast_exp(v - m_new)" in text and "No `#pragma omp simd` on that loop" in text
     assert "squares" not in text
     two_sums = ("extern \"C\" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n"
