@@ -195,13 +195,19 @@ def fill_elided_rows(code: str, parent: str) -> tuple[str, int]:
     lines), the default model wrote the blocked loops around the pattern's comment and nothing else, so the
     kernel wrote no output (dev/smoothed_cross_entropy; 9 such answers in the recorded sessions). The parent's
     work of one row is the body of its loop ``for (int64_t r = 0; r < bound; ++r)`` (``r`` the pattern's row
-    variable), which the answer's loop over each block's rows declares too. Returns the code and how many
-    placeholders were filled."""
+    variable), which the answer's loop over each block's rows declares too. A function that is nothing but the
+    comment is the parent's function handed back (dev/log_softmax: an entry point of that one line). Returns the
+    code and how many placeholders were filled."""
     filled = 0
     for m in reversed(list(_ELIDED.finditer(code))):
         var = m.group(2) or "r"
         if not re.search(rf"\bfor\s*\(\s*(?:int64_t|int|long|size_t)\s+{var}\s*=", code[:m.start()]):
-            continue  # the answer has no loop over the row variable around the comment
+            # no loop over the row variable around the comment: a function that is nothing but the comment is the
+            # parent's function handed back ("the same as before"), anything else is left as it is
+            whole = _whole_function_elided(code, m.start(), parent)
+            if whole is not None:
+                code, filled = whole, filled + 1
+            continue
         head = re.search(rf"for\s*\(\s*(?:int64_t|int|long|size_t)\s+{var}\s*=\s*0\s*;[^;]*;[^)]*\)\s*\{{", parent)
         if head is None:
             continue
@@ -216,3 +222,23 @@ def fill_elided_rows(code: str, parent: str) -> tuple[str, int]:
         code = code[:m.start()] + text + code[m.end():]
         filled += 1
     return code, filled
+
+
+def _whole_function_elided(code: str, at: int, parent: str) -> str | None:
+    """``code`` with the function whose body is only the pattern's comment (at ``at``) replaced by the parent's
+    function of that name; None when that function has more in it, or the parent has no such function."""
+    from .comments import strip_cpp_comments
+    from .items import split_items
+
+    offset = 0
+    for it in split_items(code):
+        start = code.find(it.text, offset)
+        if it.kind != "function" or start < 0 or not start <= at < start + len(it.text):
+            offset = max(offset, start) if start >= 0 else offset
+            continue
+        body = strip_cpp_comments(it.text[it.text.index("{") + 1:it.text.rindex("}")])
+        old = next((p.text for p in split_items(parent) if p.kind == "function" and p.name == it.name), None)
+        if body.strip() or old is None:
+            return None
+        return code[:start] + old + code[start + len(it.text):]
+    return None

@@ -365,3 +365,32 @@ def test_an_array_reduction_over_values_assigned_once_is_dropped(tmp_path):
         verdict = ev.evaluate(problem, scaffold.module_source(fixed))
     assert as_written.status == "incorrect"
     assert verdict.status == "ok", verdict.reason
+
+
+def test_an_answer_that_is_only_the_patterns_comment_is_its_parent_handed_back():
+    """Asked to block the rows, the model answered with an entry point whose body is the pattern's comment alone
+    ("// ... the same per-row work as before ..."): it wrote no output (dev/log_softmax). That answer is the
+    parent's function handed back: after the mend the kernel is the parent's, which the search then counts as
+    a repeat, not as a wrong kernel. A comment inside a blocked loop gets the parent's work of one row."""
+    from kforge_desktop.csource.mends import fill_elided_rows
+    from kforge_desktop.csource.normalize import normalize_code
+
+    parent = ("static inline float row_sum(const float* x, int64_t r, int64_t cols) {\n  float s = 0.0f;\n"
+              "  for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];\n  return s;\n}\n\n"
+              'extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "  #pragma omp parallel for\n  for (int64_t r = 0; r < rows; ++r) {\n"
+              "    const float s = row_sum(x, r, cols);\n    out[r] = s * 0.5f;\n  }\n}\n")
+    helper = parent[:parent.index('extern "C"')]
+    elided = helper + ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+                       "    // ... the same per-row work as before ...\n}\n")
+    out, n = fill_elided_rows(elided, parent)
+    assert n == 1 and normalize_code(out, "cpp") == normalize_code(parent, "cpp")
+    blocked = helper + ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+                        "  for (int64_t r0 = 0; r0 < rows; r0 += 8) {\n    const int64_t r1 = std::min(rows, r0 + 8);\n"
+                        "    for (int64_t r = r0; r < r1; ++r) {\n      // ... the same per-row work as before ...\n"
+                        "    }\n  }\n}\n")
+    out, n = fill_elided_rows(blocked, parent)
+    assert n == 1 and "out[r] = s * 0.5f;" in out and "r0 += 8" in out and "same per-row work" not in out
+    kept = helper + ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+                     "    out[0] = 1.0f;\n    // ... the same per-row work as before ...\n}\n")
+    assert fill_elided_rows(kept, parent) == (kept, 0)  # more than the comment, and no row loop: left as it is
