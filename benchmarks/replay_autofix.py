@@ -74,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
                 if n.origin != "llm" or n.verdict is None:
                     continue
                 candidates += 1
+                parent = store.node(n.parent_id) if n.parent_id is not None else None
+                elided = fill_elided_rows(n.kernel_source, parent.kernel_source or "")[0] if parent else n.kernel_source
                 if n.verdict.status not in ("ok", "compile_error", "rejected") and n.kernel_source not in seen:
                     seen.add(n.kernel_source)
                     wrong += 1
-                    parent = store.node(n.parent_id) if n.parent_id is not None else None
-                    cleaned = clean_kernel(fill_elided_rows(n.kernel_source, parent.kernel_source)[0]
-                                           if parent is not None and parent.kernel_source else n.kernel_source)
+                    cleaned = clean_kernel(elided)
                     if normalize_code(cleaned, "cpp") == normalize_code(n.kernel_source, "cpp"):
                         continue
                     mended += 1
@@ -91,10 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 if n.verdict.status != "compile_error" or args.wrong_only:
                     continue
                 failed += 1
-                # the answer-time mends first, as a search does: a helper an ancestor had, then clean_kernel
-                parent = store.node(n.parent_id) if n.parent_id is not None else None
-                elided = (fill_elided_rows(n.kernel_source, parent.kernel_source)[0]
-                          if parent is not None and parent.kernel_source else n.kernel_source)
+                # the answer-time mends first, as a search does: the pattern's comment filled, a helper an ancestor
+                # had, then clean_kernel
                 restored, put_back = restore_helpers(elided, lineage(store, parent))
                 cleaned = clean_kernel(restored)
                 kernel, note = autofix_kernel(scaffold, cleaned)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+from .comments import strip_cpp_comments
+from .items import function_text, split_items
+
 _SIMD_REDUCTION = re.compile(r"^(\s*)#pragma\s+omp\s+simd\b[^\n]*\breduction\s*\(\s*[^:()]+:\s*([\w\s,]+)\)[^\n]*$", re.M)
 SCAN_NOTE = "// no simd reduction here: each step stores the running value, which a SIMD reduction splits into lanes"
 
@@ -227,18 +230,14 @@ def fill_elided_rows(code: str, parent: str) -> tuple[str, int]:
 def _whole_function_elided(code: str, at: int, parent: str) -> str | None:
     """``code`` with the function whose body is only the pattern's comment (at ``at``) replaced by the parent's
     function of that name; None when that function has more in it, or the parent has no such function."""
-    from .comments import strip_cpp_comments
-    from .items import split_items
-
-    offset = 0
+    start = 0
     for it in split_items(code):
-        start = code.find(it.text, offset)
-        if it.kind != "function" or start < 0 or not start <= at < start + len(it.text):
-            offset = max(offset, start) if start >= 0 else offset
-            continue
-        body = strip_cpp_comments(it.text[it.text.index("{") + 1:it.text.rindex("}")])
-        old = next((p.text for p in split_items(parent) if p.kind == "function" and p.name == it.name), None)
-        if body.strip() or old is None:
-            return None
-        return code[:start] + old + code[start + len(it.text):]
+        start = code.find(it.text, start)
+        if it.kind == "function" and start <= at < start + len(it.text):
+            body = strip_cpp_comments(it.text[it.text.index("{") + 1:it.text.rindex("}")])
+            old = function_text(parent, it.name)
+            if body.strip() or old is None:
+                return None
+            return code[:start] + old + code[start + len(it.text):]
+        start += len(it.text)
     return None

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple
 
 import torch
 
-from ..csource.items import function_text
 from ..problem.problem import Problem
+from .lowering_cpp import BINARY_CPP, MAX_CPP, MIN_CPP, UNARY_CPP, reduction_helper, with_math
 from .lowering_pool import PLAIN_VIEWS, POOLS, lower_pool
 from .lowering_rows import Rows
 from .lowering_trace import PARALLEL, Unsupported, literal, op_name, trace
@@ -49,15 +48,6 @@ _UNARY = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(
           "sin": "sinf({})", "cos": "cosf({})", "neg": "(-{})", "reciprocal": "(1.0f / {})",
           "sigmoid": "(1.0f / (1.0f + expf(-{})))", "relu": "fmaxf({}, 0.0f)", "logical_not": "(!{})",
           "sign": "(float)(({0} > 0.0f) - ({0} < 0.0f))", "floor": "floorf({})", "ceil": "ceilf({})"}
-# On the CPU, what vectorizes: exp, tanh and erf as plain float arithmetic (the exemplars' fast_exp and erf_approx; a
-# loop that calls expf, tanhf or erff is not vectorized: the lowered quick_gelu ran at 0.22x eager with expf, 1.9x
-# with fast_exp), and a maximum or minimum as a compare (a loop of fmaxf ran 25x slower than one of compares); the
-# compares let a NaN through, as torch does, where fmaxf drops it. CUDA keeps the library's (one instruction each).
-_MAX_CPP, _MIN_CPP = "(({0} > {1} || {0} != {0}) ? {0} : {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"
-_UNARY_CPP = {"exp": "fast_exp({})", "sigmoid": "(1.0f / (1.0f + fast_exp(-{})))",
-              "tanh": "(1.0f - 2.0f / (1.0f + fast_exp(2.0f * {})))", "erf": "erf_approx({})",
-              "relu": "(({0} > 0.0f || {0} != {0}) ? {0} : 0.0f)"}
-_BINARY_CPP = {"maximum": _MAX_CPP, "minimum": _MIN_CPP}
 _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "maximum": "fmaxf({}, {})", "minimum": "fminf({}, {})", "gt": "({} > {})", "lt": "({} < {})",
            "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
@@ -148,11 +138,6 @@ def _write(graph, tensors: list, named: list, scaffold: Scaffold, dim: int) -> s
     return w.kernel(scaffold)
 
 
-class _Param(NamedTuple):
-    decl: str
-    name: str
-
-
 class _Writer:
     """Statements of one row: reductions as loops in the order the graph computes them, then one loop for
     the full-size outputs. Values are named after their node: ``v_<node>``."""
@@ -161,9 +146,9 @@ class _Writer:
         self.layout = layout
         self.language = language
         cpp = language == "cpp"
-        self.unary = {**_UNARY, **(_UNARY_CPP if cpp else {})}
-        self.binary = {**_BINARY, **(_BINARY_CPP if cpp else {})}
-        self.max, self.min = (_MAX_CPP, _MIN_CPP) if cpp else ("fmaxf({0}, {1})", "fminf({0}, {1})")
+        self.unary = {**_UNARY, **(UNARY_CPP if cpp else {})}
+        self.binary = {**_BINARY, **(BINARY_CPP if cpp else {})}
+        self.max, self.min = (MAX_CPP, MIN_CPP) if cpp else ("fmaxf({0}, {1})", "fminf({0}, {1})")
         self.scalars = scalars or {}  # a scalar argument's value -> its name: the kernel reads the argument
         # CUDA along the last dimension: a warp a row, its 32 lanes strided over the row and each reduction
         # finished with shuffles (one thread a row read 32 rows' values cols apart: 0.01x eager on long rows).
@@ -462,32 +447,14 @@ class _Writer:
         self.define(node, "row", acc)
 
     def _reduction(self, op: str, var: str, stmts: list[str]) -> None:
-        """A row's reduction: in C++ along the last dimension a helper function that returns it (``row_max``,
-        ``row_sum``, ...), called from the row's loop; inline otherwise (a tile's arrays, a warp's lanes). An edit
-        rewrites one function: asked to change the 55-line entry point of a lowered cross-entropy, the default model
-        carried out 1 of 9 edits, dropping declarations the other statements need, against about half of the
-        recorded dev edits of shorter entry points (``benchmarks/edit_length.py``)."""
+        """A row's reduction: in C++ along the last dimension a helper function that returns it, called from the
+        row's loop (``reduction_helper``); inline otherwise (a tile's arrays, a warp's lanes)."""
         if self.language != "cpp" or self.tiled or self.warp:
             self.body += stmts
             return
-        text = "\n".join(stmts)
-        declared = set(re.findall(r"\b(?:float|int64_t|int|bool)\s+(\w+)", text))
-        used = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b", text)) - declared
-        row_vars = dict((name, ctype) for ctype, name in
-                        re.findall(r"^(?:const\s+)?(float|int64_t|int|bool)\s+(\w+)\s*[=;]", "\n".join(self.body), re.M))
-        args = [a for a in self.args if a.name in used and "*" in a.decl]
-        args += [_Param("int64_t r", "r")] if "r" in used else []
-        args += [a for a in self.args if a.name in used and "*" not in a.decl]
-        args += [_Param(f"{ctype} {name}", name) for name, ctype in row_vars.items() if name in used]
-        base = {"amax": "row_max", "amin": "row_min"}.get(op, f"row_{op}")
-        name, k = base, 2
-        while any(f" {name}(" in h for h in self.helpers):
-            name, k = f"{base}_{k}", k + 1
-        what = {"amax": "maximum (a NaN in the row makes it NaN)", "amin": "minimum (a NaN in the row makes it NaN)",
-                "sum": "sum", "mean": "mean", "prod": "product", "var": "variance"}[op]
-        self.helpers.append(f"// the row's {what}\nstatic inline float {name}({', '.join(a.decl for a in args)}) {{\n"
-                            + "\n".join("    " + st for st in stmts) + f"\n    return {var};\n}}\n")
-        self.body.append(f"const float {var} = {name}({', '.join(a.name for a in args)});")
+        helper, call = reduction_helper(op, var, stmts, self.args, self.body, self.helpers)
+        self.helpers.append(helper)
+        self.body.append(call)
 
     def store(self, out: str, node) -> None:
         self.stores.append((out, node))
@@ -518,10 +485,10 @@ class _Writer:
         if scaffold.language == "cpp":
             if last:
                 helpers = "".join(h + "\n" for h in self.helpers)
-                return _with_math(head + helpers + scaffold.signature() + " {\n" + PARALLEL.format("") +
+                return with_math(head + helpers + scaffold.signature() + " {\n" + PARALLEL.format("") +
                                   "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
             tile = min(self.layout.inner, 256)
-            return _with_math(head + f"constexpr int64_t ltile = {tile};  // rows (consecutive i) a tile\n" +
+            return with_math(head + f"constexpr int64_t ltile = {tile};  // rows (consecutive i) a tile\n" +
                               scaffold.signature() + " {\n" + PARALLEL.format(" collapse(2)") +
                               "    for (int64_t o = 0; o < louter; ++o) {\n"
                               "        for (int64_t t = 0; t < linner; t += ltile) {\n"
@@ -545,16 +512,3 @@ class _Writer:
                 "    if (louter * linner <= 0) return;\n"
                 f"    lowered_rows<<<(unsigned)((louter * linner + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
 
-
-def _with_math(kernel: str) -> str:
-    """A C++ kernel with the definitions of the exemplars' vectorizable functions it calls (erf_approx from
-    bias_gelu_erf, above the kernel; fast_exp from row_softmax, above its first caller)."""
-    from .exemplars import load_exemplars, provide_helpers
-
-    if "erf_approx(" in kernel:
-        ex = next((e for e in load_exemplars("cpp") if e.name == "bias_gelu_erf"), None)
-        helper = function_text(ex.code, "erf_approx") if ex is not None else None
-        if helper is None:
-            raise Unsupported("no erf_approx to call")
-        kernel = helper.strip() + "\n\n" + kernel
-    return provide_helpers(kernel, "cpp")[0]

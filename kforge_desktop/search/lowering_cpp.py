@@ -1,0 +1,68 @@
+"""What the C++ lowered forms have of their own (``search.lowering``): the forms of operators that vectorize, a
+row reduction written as a helper function that returns it, and the exemplars' math helpers a kernel calls."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..csource.items import function_text
+from .lowering_trace import Unsupported
+
+# On the CPU, what vectorizes: exp, tanh and erf as plain float arithmetic (the exemplars' fast_exp and erf_approx; a
+# loop that calls expf, tanhf or erff is not vectorized: the lowered quick_gelu ran at 0.22x eager with expf, 1.9x
+# with fast_exp), and a maximum or minimum as a compare (a loop of fmaxf ran 25x slower than one of compares); the
+# compares let a NaN through, as torch does, where fmaxf drops it. CUDA keeps the library's (one instruction each).
+MAX_CPP, MIN_CPP = "(({0} > {1} || {0} != {0}) ? {0} : {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"
+UNARY_CPP = {"exp": "fast_exp({})", "sigmoid": "(1.0f / (1.0f + fast_exp(-{})))",
+             "tanh": "(1.0f - 2.0f / (1.0f + fast_exp(2.0f * {})))", "erf": "erf_approx({})",
+             "relu": "(({0} > 0.0f || {0} != {0}) ? {0} : 0.0f)"}
+BINARY_CPP = {"maximum": MAX_CPP, "minimum": MIN_CPP}
+
+
+class _Param(NamedTuple):
+    decl: str
+    name: str
+
+
+def reduction_helper(op: str, var: str, stmts: list[str], args: tuple, body: list[str],
+                     helpers: list[str]) -> tuple[str, str]:
+    """(the helper, the row's statement calling it) for a reduction along the last dimension written as
+    ``stmts`` into ``var``: a function that returns it (``row_max``, ``row_sum``, ...; a number added where
+    ``helpers`` has that name), taking the scaffold ``args`` it reads, ``r``, and the row values of ``body``
+    (the row's statements so far) it reads. An edit rewrites one function: asked to change the 55-line entry point
+    of a lowered cross-entropy, the default model carried out 1 of 9 edits, dropping declarations the other
+    statements need, against about half of the recorded dev edits of shorter entry points
+    (``benchmarks/edit_length.py``)."""
+    text = "\n".join(stmts)
+    declared = set(re.findall(r"\b(?:float|int64_t|int|bool)\s+(\w+)", text))
+    used = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b", text)) - declared
+    row_vars = dict((name, ctype) for ctype, name in
+                    re.findall(r"^(?:const\s+)?(float|int64_t|int|bool)\s+(\w+)\s*[=;]", "\n".join(body), re.M))
+    params = [a for a in args if a.name in used and "*" in a.decl]
+    params += [_Param("int64_t r", "r")] if "r" in used else []
+    params += [a for a in args if a.name in used and "*" not in a.decl]
+    params += [_Param(f"{ctype} {name}", name) for name, ctype in row_vars.items() if name in used]
+    base = {"amax": "row_max", "amin": "row_min"}.get(op, f"row_{op}")
+    name, k = base, 2
+    while any(f" {name}(" in h for h in helpers):
+        name, k = f"{base}_{k}", k + 1
+    what = {"amax": "maximum (a NaN in the row makes it NaN)", "amin": "minimum (a NaN in the row makes it NaN)",
+            "sum": "sum", "mean": "mean", "prod": "product", "var": "variance"}[op]
+    helper = (f"// the row's {what}\nstatic inline float {name}({', '.join(a.decl for a in params)}) {{\n"
+              + "\n".join("    " + st for st in stmts) + f"\n    return {var};\n}}\n")
+    return helper, f"const float {var} = {name}({', '.join(a.name for a in params)});"
+
+
+def with_math(kernel: str) -> str:
+    """A C++ kernel with the definitions of the exemplars' vectorizable functions it calls (erf_approx from
+    bias_gelu_erf, above the kernel; fast_exp from row_softmax, above its first caller)."""
+    from .exemplars import load_exemplars, provide_helpers
+
+    if "erf_approx(" in kernel:
+        ex = next((e for e in load_exemplars("cpp") if e.name == "bias_gelu_erf"), None)
+        helper = function_text(ex.code, "erf_approx") if ex is not None else None
+        if helper is None:
+            raise Unsupported("no erf_approx to call")
+        kernel = helper.strip() + "\n\n" + kernel
+    return provide_helpers(kernel, "cpp")[0]
