@@ -327,6 +327,10 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert applicable("simd_inner", parallel.replace("#pragma omp simd reduction(+ : s)\n", ""))
     blocked = parallel.replace("for (int64_t r = 0; r < rows; ++r)", "for (int64_t r0 = 0; r0 < rows; r0 += tile)")
     assert applicable("cache_blocking", parallel) and not applicable("cache_blocking", blocked)
+    # a pooling's windows lie in one row: blocks of rows reuse nothing (dev edits dropped the outputs' loop)
+    assert applicable("cache_blocking", parallel, ("sum",))
+    assert not applicable("cache_blocking", parallel, ("avg_pool2d",))
+    assert not applicable("cache_blocking", parallel, ("max_pool2d_with_indices",))
     assert not applicable("float_math", parallel + "// exp(x) in a comment\n")  # all float already
     assert applicable("float_math", parallel.replace("0.0f", "0.0")) and applicable("float_math", "y = exp(v);")
     # one pass already: an elementwise kernel has no statistics to fuse (asked, the model invents a variance)
