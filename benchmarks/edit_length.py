@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sqlite3
 import sys
 from collections import Counter
 from pathlib import Path
@@ -34,26 +33,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sessions", nargs="+")
     args = ap.parse_args(argv)
 
+    from kforge_desktop.store import SessionStore
     from kforge_desktop.store.archive import each_readable
 
     ok, asked = Counter(), Counter()
     for _path, plain in each_readable(args.sessions):
-        con = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
+        store = SessionStore(plain)
         try:
-            kernels = dict(con.execute("SELECT id, kernel_source FROM nodes"))
-            rows = con.execute("SELECT n.parent_id, v.status FROM nodes n JOIN verdicts v ON v.node_id = n.id "
-                               "WHERE n.origin = 'llm' AND n.kind = 'edit'").fetchall()
-        except sqlite3.DatabaseError:
-            continue  # a search stopped before it recorded anything
+            nodes = [n for rec in store.problems() for n in store.nodes(rec.id)]  # none: stopped before its problem
         finally:
-            con.close()
-        for parent, status in rows:
-            n = entry_lines(kernels.get(parent, ""))
+            store.close()
+        kernels = {n.id: n.kernel_source for n in nodes}
+        for node in nodes:
+            if node.origin != "llm" or node.kind != "edit" or node.verdict is None:
+                continue
+            n = entry_lines(kernels.get(node.parent_id, ""))
             if n is None:
                 continue
             bucket = min(n // 10 * 10, 50)
             asked[bucket] += 1
-            ok[bucket] += status == "ok"
+            ok[bucket] += node.verdict.status == "ok"
     print("entry point lines  correct/edits")
     for b in sorted(asked):
         label = f"{b}+" if b == 50 else f"{b}-{b + 9}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, split_items
+from .indexing import POOL_OPS
 
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
 # model otherwise spent "the total" on a new pass over the row and returned nothing)
@@ -328,7 +329,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         # ("wrote 1 of the 1024 values of each row"): 5 of 20 such dev edits correct, none faster than the seed
         # (0.37-1.01x; dev: max_pool_overlap, moving_average)
         return ("rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
-                and any(accumulators(kernel)) and not any("pool" in op for op in aten_ops))
+                and any(accumulators(kernel)) and not any(op.lstrip("_") in POOL_OPS for op in aten_ops))
     # CUDA: a change the kernel already has is no change (the exemplar seeds load float4 and reduce with
     # shuffles already; asked again, the default model hands the seed back unchanged)
     if key == "vectorized_loads":
