@@ -118,8 +118,8 @@ def test_the_softmax_seeds_vectorizable_exp_is_exact_enough_over_the_whole_float
     ref = torch.softmax(x, dim=-1)
     got = model(x)
     assert torch.allclose(got, ref, atol=1e-6, rtol=1e-5)
-    shown = ref > 1e-30  # the exemplar's comment says "relative error about 2e-6"
-    assert ((got - ref).abs() / ref)[shown].max() < 3e-6
+    shown = ref > 1e-30  # the exemplar's comment says "relative error below 1e-5" (4.5e-6 at worst over [-87, 88])
+    assert ((got - ref).abs() / ref)[shown].max() < 1e-5
     assert (got[::3, ::7] == 0).all() and torch.allclose(got.sum(-1), torch.ones(64))
 
 
@@ -142,7 +142,7 @@ def test_a_kernel_that_calls_the_shared_exp_gets_its_definition_and_the_silu_com
 @pytest.mark.parametrize("name", ["silu_mul.py", "gelu_bias.py"])
 def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(name, build_cache):
     """silu_mul's and gelu_bias's exemplars call the vectorizable fast_exp (std::exp and std::tanh in a
-    loop are not vectorized). Copying its 20 lines, the 0.5B model ran out of tokens; prompts show it as
+    loop are not vectorized). Copying its 19 lines (20 when this was seen), the 0.5B model ran out of tokens; prompts show it as
     one line, and a kernel copied from what the prompt shows gets the definition back and is correct."""
     from kforge_desktop.search.exemplars import collapse_helpers, provide_helpers
 
@@ -151,7 +151,7 @@ def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(nam
     exemplar, code = seed_exemplars(scaffold, problem.source)[0]
     shown = collapse_helpers(code, "cpp")
     assert "fast_exp(float x);  provided" in shown and "12582912.0f" in code and "12582912.0f" not in shown
-    assert len(shown.splitlines()) <= len(code.splitlines()) - 18
+    assert len(shown.splitlines()) <= len(code.splitlines()) - 17
     kernel, added = provide_helpers(shown, "cpp")
     assert added == ["fast_exp"] and "provided" not in kernel
     assert torch.allclose(*_outputs(problem, scaffold, kernel, f"shown_{problem.name}"), atol=1e-5, rtol=1e-4)

@@ -1,0 +1,135 @@
+"""How much faster than its seed any kernel of a problem could be: the seed against a floor kernel.
+
+The generalization benchmark asks the best LLM kernel to run 1.1x its best seed. On CPU-sized problems a call
+costs the same fixed amount whatever the kernel does (the Python forward, the output's allocation, the native
+call, OpenMP's start on the threads) and must move the same bytes: read every input value once, write every
+output value once. The **floor kernel** does exactly that and nothing else: it has the problem's kernel
+signature, sums every value of every input in parallel SIMD loops, and writes that sum to every output value.
+It is wrong, so no search would keep it, and no correct kernel of the same call can be much faster: the
+**headroom** ``seed / floor`` bounds what any kernel, the model's or a person's, can gain over the seed.
+
+Per problem (both halves of ``problems_generalize``; the seeds are the ones ``generalize.py --check``
+verifies, nothing of a search is read): each seed, the floor and eager, in one process, timed together,
+interleaved round by round (``kernels.timing.time_interleaved``, the evaluator's CPU clock). The seeds are
+the project's own code (exemplars fitted to the problem, or the reference lowered to loops), never a
+model's, so they run in this process. Run on a quiet machine.
+
+    python benchmarks/headroom.py                     # both halves
+    python benchmarks/headroom.py --half test --runs 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from generalize import HALVES, TARGET_GAIN, problems  # noqa: E402
+
+
+def floor_kernel(scaffold) -> str:
+    """The problem's kernel signature with the least a correct kernel must do: every input and parameter
+    value read once, every output value written once (the sum of all that was read, so nothing is skipped)."""
+    reads, writes = [], []
+    for a in scaffold.args:
+        if a.role not in ("input", "param", "output") or "*" not in a.ctype:
+            continue
+        n = 1
+        for d in scaffold.shapes[a.name]:
+            n *= int(d)
+        if a.role == "output":
+            writes.append(f"    #pragma omp for simd\n    for (int64_t i = 0; i < {n}; ++i) {a.name}[i] = total;")
+        else:
+            reads.append(f"    #pragma omp for simd reduction(+ : total)\n"
+                         f"    for (int64_t i = 0; i < {n}; ++i) total += (float){a.name}[i];")
+    body = "\n".join(reads + writes)  # one parallel region; each loop ends on the threads' barrier
+    return f"{scaffold.signature()} {{\n    float total = 0.0f;\n    #pragma omp parallel\n    {{\n{body}\n    }}\n}}\n"
+
+
+def _load(scaffold, code: str, name: str, ref_model, init_inputs):
+    import torch
+
+    from kforge_desktop.kernels.candidate import load_candidate_module
+    from kforge_desktop.kernels.worker import RESERVED_SEED, _copy_matching_state
+
+    mod = load_candidate_module(scaffold.module_source(code), name)
+    torch.manual_seed(RESERVED_SEED)
+    model = mod.ModelNew(*init_inputs)
+    _copy_matching_state(ref_model, model)
+    return model.eval()
+
+
+def measure(path: Path, runs: int) -> dict:
+    import torch
+
+    from kforge_desktop.kernels.timing import time_interleaved
+    from kforge_desktop.kernels.verify import compare
+    from kforge_desktop.kernels.worker import RESERVED_SEED
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.search.setup import seed_kernels
+
+    problem = load_problem(path)
+    scaffold = build_scaffold(problem)
+    ref_mod = problem.load_module()
+    init_inputs = list(ref_mod.get_init_inputs())
+    torch.manual_seed(RESERVED_SEED)
+    ref_model = ref_mod.Model(*init_inputs).eval()
+    inputs = list(ref_mod.get_inputs())
+    expected = ref_model(*inputs)
+    tag = re.sub(r"\W", "_", problem.name)
+    contenders = {"eager": lambda: ref_model(*inputs)}
+    seeds = []
+    for i, (directive, code, _note) in enumerate(seed_kernels(problem, scaffold, memory=False)):
+        model = _load(scaffold, code, f"headroom_{tag}_seed{i}", ref_model, init_inputs)
+        if not compare(model(*inputs), expected, getattr(ref_mod, "tolerance", None)).ok:
+            raise SystemExit(f"{path}: seed {directive} is not correct here; run generalize.py --check")
+        name = directive.removeprefix("exemplar:")
+        seeds.append(name)
+        contenders[name] = lambda m=model: m(*inputs)
+    floor = _load(scaffold, floor_kernel(scaffold), f"headroom_{tag}_floor", ref_model, init_inputs)
+    contenders["floor"] = lambda: floor(*inputs)
+    with torch.no_grad():
+        timings = time_interleaved(contenders, "cpu", runs=runs, warmup=20, budget_s=60.0)
+    ms = {name: t.device.median_ms for name, t in timings.items()}
+    best = min(seeds, key=lambda s: ms[s])
+    return {"problem": problem.name, "seeds": seeds, "best_seed": best, "ms": ms,
+            "headroom": ms[best] / ms["floor"], "seed_vs_eager": ms["eager"] / ms[best]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--half", nargs="+", choices=HALVES, default=list(HALVES))
+    ap.add_argument("--runs", type=int, default=300, help="interleaved rounds per problem")
+    args = ap.parse_args(argv)
+    import torch
+
+    print(f"Machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+          f"{args.runs} interleaved rounds, medians. headroom = best seed / floor: no kernel of this call can "
+          f"gain more over the seed.\n")
+    for half in args.half:
+        rows = [measure(p, args.runs) for p in problems(half)]
+        print(f"**{half}** ({len(rows)} problems):\n")
+        print("| problem | best seed | seed ms | floor ms | eager ms | seed vs eager | headroom (seed / floor) |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            ms = r["ms"]
+            print(f"| {r['problem']} | {r['best_seed']} | {ms[r['best_seed']]:.4f} | {ms['floor']:.4f} | "
+                  f"{ms['eager']:.4f} | {r['seed_vs_eager']:.2f}x | {r['headroom']:.2f}x |")
+        room = sum(r["headroom"] >= TARGET_GAIN for r in rows)
+        print(f"\nHeadroom >= {TARGET_GAIN}x on {room} of {len(rows)} problems.\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    rc = main()
+    print(f"({time.time() - t0:.0f} s)")
+    sys.exit(rc)
