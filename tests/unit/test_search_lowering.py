@@ -55,6 +55,8 @@ REFERENCES = {
     "avg_pool1d_ceil_no_pad": ("pass", "return F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)",
                                "[torch.randn(3, 5, 20)]", "[]"),
     "avg_pool1d_padding_counted": ("pass", "return F.avg_pool1d(x, 4, 3, 2)", "[torch.randn(3, 5, 21)]", "[]"),
+    "avg_pool1d_moving_average": ("pass", "return F.avg_pool1d(x, 5, 1, 2, count_include_pad=False)",
+                                  "[torch.randn(3, 4, 40)]", "[]"),
     "max_pool2d_dilated": ("pass", "return F.max_pool2d(x, 3, stride=2, padding=1, dilation=2)",
                            "[torch.randn(2, 3, 11, 13)]", "[]"),
     # an input that broadcasts with sizes of 1 between others: a key-padding mask given per sample (a bool,
