@@ -118,8 +118,8 @@ def test_the_softmax_seeds_vectorizable_exp_is_exact_enough_over_the_whole_float
     ref = torch.softmax(x, dim=-1)
     got = model(x)
     assert torch.allclose(got, ref, atol=1e-6, rtol=1e-5)
-    shown = ref > 1e-30  # the exemplar's comment says "relative error below 1e-5" (4.5e-6 at worst over [-87, 88])
-    assert ((got - ref).abs() / ref)[shown].max() < 1e-5
+    shown = ref > 1e-30  # the exemplar's comment says "relative error below 5e-6"
+    assert ((got - ref).abs() / ref)[shown].max() < 5e-6
     assert (got[::3, ::7] == 0).all() and torch.allclose(got.sum(-1), torch.ones(64))
 
 
