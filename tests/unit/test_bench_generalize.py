@@ -92,3 +92,23 @@ def test_the_best_kernels_and_the_seed_retimed_together(tmp_path):
     assert (again["best_seed_speedup"], again["best_llm_speedup"]) != (row["best_seed_speedup"], row["best_llm_speedup"])
     assert (again["self_made"], again["self_made_different"]) == (row["self_made"], row["self_made_different"])
     assert session.read_bytes() == before
+
+
+def test_the_headroom_floor_reads_every_input_value_and_writes_every_output_value(build_cache):
+    """benchmarks/headroom.py bounds what any kernel can gain over a seed by a floor kernel that only reads the inputs
+    and writes the output. A floor that skipped part of either would be a bound too low: every output value must
+    hold the sum of every input value (the class indices of a cross-entropy included)."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("headroom_bench", BENCH / "headroom.py")
+    headroom = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(headroom)
+    problem = load_problem(BENCH / "problems_generalize" / "dev" / "smoothed_cross_entropy.py")
+    scaffold = build_scaffold(problem)
+    ref = problem.load_module()
+    model = headroom._load(scaffold, headroom.floor_kernel(scaffold), "headroom_floor_test", ref.Model(), [])
+    logits, labels = ref.get_inputs()
+    out = model(logits, labels)
+    expected = logits.double().sum() + labels.double().sum()
+    assert out.shape == (logits.shape[0],)
+    assert torch.allclose(out.double(), torch.full_like(out.double(), expected.item()), rtol=1e-4)
