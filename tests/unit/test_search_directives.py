@@ -170,6 +170,13 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     # every inner loop is SIMD already (the rows' parallel loop is not an inner loop)
     assert not applicable("simd_inner", parallel)
     assert applicable("simd_inner", parallel.replace("#pragma omp simd reduction(+ : s)\n", ""))
+    # a loop that stores one constant (the masked rest of a row) is a memset already: asked to make such a helper
+    # SIMD-friendly, the model dropped the fill and left values unwritten
+    finish = ("static inline void finish_row(float* yr, float k, int64_t n, int64_t cols) {\n  #pragma omp simd\n"
+              "  for (int64_t c = 0; c < n; ++c) yr[c] *= k;\n  for (int64_t c = n; c < cols; ++c) yr[c] = 0.0f;\n}\n")
+    assert not applicable("simd_inner", finish)
+    assert applicable("simd_inner", finish.replace("yr[c] = 0.0f;", "yr[c] = yr[c - 1];"))
+    assert applicable("simd_inner", finish.replace("  #pragma omp simd\n", ""))
     blocked = parallel.replace("for (int64_t r = 0; r < rows; ++r)", "for (int64_t r0 = 0; r0 < rows; r0 += tile)")
     assert applicable("cache_blocking", parallel) and not applicable("cache_blocking", blocked)
     # a pooling's windows lie in one row: blocks of rows reuse nothing (dev edits dropped the outputs' loop)
