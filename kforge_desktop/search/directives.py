@@ -322,10 +322,13 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         functions = [it for it in split_items(kernel) if it.kind == "function"]
         helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
         return any(unrollable(it.text) for it in (helpers or functions))
-    if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse
+    if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse. A pooling
+        # has none: its sums and maxima are each output's own window. Asked, the default model dropped the loop over
+        # the outputs ("wrote 1 of the 512 values of each row"): 0 of 5 dev edits correct (max_pool_overlap,
+        # moving_average)
         code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
-        return bool(accumulates) and _loops(kernel) >= 3
+        return bool(accumulates) and _loops(kernel) >= 3 and not _pooling(aten_ops)
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
         # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,
@@ -334,7 +337,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         # ("wrote 1 of the 1024 values of each row"): 5 of 20 such dev edits correct, none faster than the seed
         # (0.37-1.01x; dev: max_pool_overlap, moving_average)
         return ("rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
-                and any(accumulators(kernel)) and not any(op.lstrip("_") in POOL_OPS for op in aten_ops))
+                and any(accumulators(kernel)) and not _pooling(aten_ops))
     # CUDA: a change the kernel already has is no change (the exemplar seeds load float4 and reduce with
     # shuffles already; asked again, the default model hands the seed back unchanged)
     if key == "vectorized_loads":
@@ -371,6 +374,10 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 
 # a loop body that stores one constant: `out[c] = 0.0f;`, `{ yr[c] = -INFINITY; }`
 _FILL = re.compile(r"\s*(\{\s*)?\w+\s*\[[^\]]+\]\s*=\s*[-+]?(?:[\d.]+(?:e[-+]?\d+)?f?|INFINITY|NAN)\s*;(?(1)\s*\})")
+
+
+def _pooling(aten_ops: tuple[str, ...]) -> bool:
+    return any(op.lstrip("_") in POOL_OPS for op in aten_ops)
 
 
 def _loops(kernel: str) -> int:

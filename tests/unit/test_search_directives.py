@@ -196,6 +196,8 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
                                 "{\n    float m = x[r * cols];\n    for (int64_t c = 1; c < cols; ++c) m = std::max(m, x[r * cols + c]);\n"
                                 "    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * cols + c] - m;\n  }")
     assert applicable("single_pass", two_pass)
+    # a pooling's sums are each output's own window: no statistic of a row to fuse (dev edits dropped the outputs)
+    assert not applicable("single_pass", two_pass, ("avg_pool2d",))
     # a chain of operators in more than one pass has an epilogue to fuse; in one pass it has none (asked, the
     # model changed an elementwise chain's formula)
     assert applicable("fuse_epilogue", two_pass, ("native_group_norm", "silu"))
