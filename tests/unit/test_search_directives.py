@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 from search_nodes import REPO_PROBLEMS, node, ok
 
@@ -185,6 +186,9 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert not applicable("cache_blocking", parallel, ("max_pool2d_with_indices",))
     assert not applicable("float_math", parallel + "// exp(x) in a comment\n")  # all float already
     assert applicable("float_math", parallel.replace("0.0f", "0.0")) and applicable("float_math", "y = exp(v);")
+    assert applicable("float_math", "s += 1e-6 * v;") and not applicable("float_math", "p = p * f + 1.3333558e-3f;")
+    for exemplar in sorted((Path(__file__).resolve().parents[2] / "resources" / "exemplars" / "cpp").glob("*.cpp")):
+        assert not applicable("float_math", exemplar.read_text()), exemplar.name  # all float already
     # one pass already: an elementwise kernel has no statistics to fuse (asked, the model invents a variance)
     elementwise = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
                    "  for (int64_t r = 0; r < rows; ++r)\n    for (int64_t c = 0; c < cols; c += 1)\n"
