@@ -27,7 +27,7 @@ _FN_HEAD = re.compile(r"^\S.*\)\s*(?:const\s*)?\{?\s*$")
 _MIXED_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
                                r"[‘'`](?:std::)?(?:max|min)\((?:\s*(?:const\s+)?float&?,\s*(?:const\s+)?double&?|"
                                r"\s*(?:const\s+)?double&?,\s*(?:const\s+)?float&?)\)")
-_DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?)(?![\w.])")
+DOUBLE_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?)(?![\w.])")
 # the header of each standard name a kernel may use without including it (the prelude has only
 # <cmath>, <cstdint>, <algorithm>, <limits>): "'vector' in namespace 'std' does not name a template type"
 _STD_HEADERS = {
@@ -387,7 +387,7 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
         idx = int(m.group(1)) - 1 - offset
         if 0 <= idx < len(lines):
             fixed = re.sub(r"\b(std::(?:max|min)\s*\()([^;]*)",
-                           lambda c: c.group(1) + _DOUBLE_LITERAL.sub(r"\1f", c.group(2)), lines[idx])
+                           lambda c: c.group(1) + DOUBLE_LITERAL.sub(r"\1f", c.group(2)), lines[idx])
             if fixed != lines[idx]:
                 lines[idx] = fixed
                 if "float literal in std::max/min" not in notes:

@@ -11,6 +11,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from ..csource.autofix import DOUBLE_LITERAL
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, split_items
 from .indexing import POOL_OPS
@@ -368,12 +369,9 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     if key == "float_math":
         # doubles, double literals, or unqualified C math calls (std::exp on a float is float already)
         code = strip_cpp_comments(kernel)
-        return bool(_DOUBLE.search(code) or re.search(r"(?<![\w:])(exp|sqrt|tanh|log|pow)\s*\(", code))
+        return bool(re.search(r"\bdouble\b|(?<![\w:])(exp|sqrt|tanh|log|pow)\s*\(", code) or DOUBLE_LITERAL.search(code))
     return True
 
-
-# `double`, or a floating literal without the f suffix: `0.5`, `2.`, `1e-6` (`1.3e-3f`, with its exponent, is a float)
-_DOUBLE = re.compile(r"\bdouble\b|(?<![\w.])(?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)(?![\w.])")
 
 # a loop body that stores one constant: `out[c] = 0.0f;`, `{ yr[c] = -INFINITY; }`
 _FILL = re.compile(r"\s*(\{\s*)?\w+\s*\[[^\]]+\]\s*=\s*[-+]?(?:[\d.]+(?:e[-+]?\d+)?f?|INFINITY|NAN)\s*;(?(1)\s*\})")
