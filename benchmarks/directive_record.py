@@ -14,6 +14,11 @@ of ``benchmarks/problems_generalize`` added (never the test half): the same comm
 Per (kind, directive): correct / evaluated (an answer without code counts as a failure), and the
 duplicates (answers that repeated an earlier kernel) beside them. Then per kind of request: the mean
 prompt and answer tokens, and the answers cut off at the token limit.
+
+``--speed``: per edit directive, how fast its correct edits ran against the kernel they edited (the
+ratio of their speedups over eager, both measured in the search), split by whether the edited function
+already summed in an OpenMP SIMD ``+`` reduction (the reason ``unroll_accumulators`` is not asked of such
+a sum; the command is the priors' one above with ``--speed``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ from kforge_desktop.store.archive import each_readable  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sessions", nargs="+")
+    ap.add_argument("--speed", action="store_true", help="correct edits' speed against the kernel they edited")
     args = ap.parse_args(argv)
+    if args.speed:
+        return speed(args.sessions)
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     sizes: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # answers, prompt tokens, answer tokens, cut
     for path, plain in each_readable(args.sessions):
@@ -65,6 +73,42 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'kind':<8} answers  mean prompt tokens  mean answer tokens  cut off at the limit")
     for kind, (n, prompt_tokens, answer_tokens, cut) in sorted(sizes.items()):
         print(f"{kind:<8} {n:>7}  {prompt_tokens / n:>18.0f}  {answer_tokens / n:>18.0f}  {cut:>20}")
+    return 0
+
+
+def speed(sessions: list[str]) -> int:
+    """Per edit directive and whether the edited function had a SIMD sum: the correct edits' speed over
+    the kernel they edited (median, and how many reached 1.05x)."""
+    import re
+    import statistics
+
+    from kforge_desktop.csource.items import split_items
+
+    ratios: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    for path, plain in each_readable(sessions):
+        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
+        try:
+            speedup = dict(db.execute("SELECT node_id, speedup FROM verdicts WHERE status = 'ok'").fetchall())
+            source = dict(db.execute("SELECT id, kernel_source FROM nodes").fetchall())
+            edits = db.execute("SELECT id, parent_id, directive FROM nodes WHERE origin = 'llm' AND kind = 'edit'"
+                               ).fetchall()
+        except sqlite3.DatabaseError as err:
+            print(f"skipped {path}: {err}")
+            continue
+        finally:
+            db.close()
+        for node, parent, directive in edits:
+            if not speedup.get(node) or not speedup.get(parent):
+                continue
+            key, _, target = (directive or "").partition("@")
+            edited = next((it.text for it in split_items(source.get(parent) or "")
+                           if it.kind == "function" and it.name == (target or "kernel_forward")), "")
+            simd_sum = bool(re.search(r"simd[^\n]*reduction\s*\(\s*\+", edited))
+            ratios[(key, simd_sum)].append(speedup[node] / speedup[parent])
+    print(f"{'directive':<22} {'edited function':<24} correct edits  median vs the kernel edited  >= 1.05x")
+    for (key, simd_sum), r in sorted(ratios.items()):
+        where = "sums in a SIMD reduction" if simd_sum else "no SIMD sum"
+        print(f"{key:<22} {where:<24} {len(r):>13}  {statistics.median(r):>26.2f}x  {sum(x >= 1.05 for x in r):>8}")
     return 0
 
 
