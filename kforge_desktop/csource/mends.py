@@ -40,6 +40,14 @@ def _loop_body(text: str, start: int) -> str:
     return text[m.start():end + 1 if end >= 0 else len(text)]
 
 
+def innermost_loops(code: str) -> int:
+    """How many ``for`` loops of ``code`` hold no other loop: the passes over a row that a row kernel makes
+    (a blocked row loop adds a loop, not a pass)."""
+    code = strip_cpp_comments(code)
+    return sum(len(re.findall(r"\bfor\s*\(", _loop_body(code, m.start()))) == 1
+               for m in re.finditer(r"\bfor\s*\(", code))
+
+
 def _stores_running_value(body: str, var: str) -> bool:
     """Whether a loop body assigns something computed from ``var`` to anything but ``var`` itself:
     ``yr[c] = s`` after ``s += xr[c]`` is a scan (a running sum), not a reduction."""

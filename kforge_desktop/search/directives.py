@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..csource.autofix import DOUBLE_LITERAL
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, split_items
+from ..csource.mends import innermost_loops
 from .indexing import POOL_OPS
 
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
@@ -329,10 +330,12 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse. A pooling
         # has none: its sums and maxima are each output's own window. Asked, the default model dropped the loop over
         # the outputs ("wrote 1 of the 512 values of each row"): 0 of 5 dev edits correct (max_pool_overlap,
-        # moving_average)
+        # moving_average). Nor does a kernel that reads each row in one loop (a running sum, an elementwise chain,
+        # however its rows are blocked): 0 of 14 such recorded edits correct (dev: cumsum_rows 0/7)
         code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
-        return bool(accumulates) and _loops(kernel) >= 3 and not _pooling(aten_ops)
+        return (bool(accumulates) and _loops(kernel) >= 3 and innermost_loops(kernel) >= 2
+                and not _pooling(aten_ops))
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
         # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,
