@@ -19,6 +19,9 @@ prompt and answer tokens, and the answers cut off at the token limit.
 ratio of their speedups over eager, both measured in the search), split by whether the edited function
 already summed in an OpenMP SIMD ``+`` reduction (the reason ``unroll_accumulators`` is not asked of such
 a sum; the command is the priors' one above with ``--speed``).
+
+``--passes``: the single-pass edits by how many loops of the kernel they edited hold no other loop (its passes over
+a row), correct / evaluated (the reason ``single_pass`` is not asked of a kernel of one pass).
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sessions", nargs="+")
     ap.add_argument("--speed", action="store_true", help="correct edits' speed against the kernel they edited")
+    ap.add_argument("--passes", action="store_true", help="single-pass edits by the passes of the kernel they edited")
     args = ap.parse_args(argv)
     if args.speed:
         return speed(args.sessions)
+    if args.passes:
+        return passes(args.sessions)
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     sizes: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # answers, prompt tokens, answer tokens, cut
     for path, plain in each_readable(args.sessions):
@@ -109,6 +115,32 @@ def speed(sessions: list[str]) -> int:
     for (key, simd_sum), r in sorted(ratios.items()):
         where = "sums in a SIMD reduction" if simd_sum else "no SIMD sum"
         print(f"{key:<22} {where:<24} {len(r):>13}  {statistics.median(r):>26.2f}x  {sum(x >= 1.05 for x in r):>8}")
+    return 0
+
+
+def passes(sessions: list[str]) -> int:
+    """The C++ single-pass edits, correct / evaluated, by the innermost loops of the kernel they edited."""
+    from kforge_desktop.csource.mends import innermost_loops
+
+    table: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for path, plain in each_readable(sessions):
+        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT p.kernel_source, v.status FROM nodes n JOIN nodes p ON p.id = n.parent_id "
+                              "JOIN verdicts v ON v.node_id = n.id WHERE n.origin = 'llm' AND n.kind = 'edit' "
+                              "AND n.language = 'cpp' AND n.directive LIKE 'single_pass%'").fetchall()
+        except sqlite3.DatabaseError as err:
+            print(f"skipped {path}: {err}")
+            continue
+        finally:
+            db.close()
+        for parent, status in rows:
+            row = table[innermost_loops(parent)]
+            row[0] += status == "ok"
+            row[1] += 1
+    print("loops holding no other loop in the edited kernel  correct/evaluated")
+    for n, (ok, total) in sorted(table.items()):
+        print(f"{n:>48}  {ok:>3}/{total}")
     return 0
 
 
