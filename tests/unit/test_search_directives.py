@@ -151,11 +151,11 @@ def test_a_directive_is_asked_of_each_function_it_applies_to_before_it_counts_as
     assert edit_target([("sum_of", unrolled)] + functions[1:], "unroll_accumulators", "kernel_forward",
                        random.Random(0)) == "sq_dev_of"
     assert applicable("unroll_accumulators", functions[1][1]) and not applicable("unroll_accumulators", unrolled)
-    # nor a SIMD sum: its lanes are its accumulators, and four scalar sums stop it vectorizing (the recorded edits
-    # of such sums ran a median 0.69x the kernel they edited)
+    # a SIMD sum too: such edits were slower but mostly correct, and without them a search of SIMD sums had little
+    # else to ask (dev: log_softmax, smoothed_cross_entropy fell from 21/24 to 9/18 correct)
     simd_sum = "float sum_of(const float* v, int64_t n) {\n  float s = 0.0f;\n  #pragma omp simd reduction(+ : s)\n" \
                "  for (int64_t i = 0; i < n; ++i) s += v[i];\n  return s;\n}"
-    assert not applicable("unroll_accumulators", simd_sum)
+    assert applicable("unroll_accumulators", simd_sum)
     assert applicable("unroll_accumulators", simd_sum.replace("  #pragma omp simd reduction(+ : s)\n", ""))
     tried["unroll_accumulators@sq_dev_of"] = "ok"
     assert open_tried(tried, functions, "kernel_forward") == tried
