@@ -17,8 +17,8 @@ prompt and answer tokens, and the answers cut off at the token limit.
 
 ``--speed``: per edit directive, how fast its correct edits ran against the kernel they edited (the
 ratio of their speedups over eager, both measured in the search), split by whether the edited function
-already summed in an OpenMP SIMD ``+`` reduction (the reason ``unroll_accumulators`` is not asked of such
-a sum; the command is the priors' one above with ``--speed``).
+already summed in an OpenMP SIMD ``+`` reduction (the command is the priors' one above with ``--speed``; such
+unroll edits are slower but mostly correct, which is why they are asked again: ``search.directives.unrollable``).
 
 ``--passes``: the single-pass edits by how many loops of the kernel they edited hold no other loop (its passes over
 a row), correct / evaluated (the reason ``single_pass`` is not asked of a kernel of one pass).
@@ -37,6 +37,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kforge_desktop.store.archive import each_readable  # noqa: E402
 
 
+def _queries(sessions: list[str], *sql: str):
+    """Per readable session file: the rows of each query in ``sql`` (a file that is not a session is skipped, said)."""
+    for path, plain in each_readable(sessions):
+        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
+        try:
+            rows = [db.execute(q).fetchall() for q in sql]
+        except sqlite3.DatabaseError as err:
+            print(f"skipped {path}: {err}")
+            continue
+        finally:
+            db.close()
+        yield rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sessions", nargs="+")
@@ -49,16 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         return passes(args.sessions)
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     sizes: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # answers, prompt tokens, answer tokens, cut
-    for path, plain in each_readable(args.sessions):
-        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
-        try:
-            rows = db.execute("SELECT n.kind, n.directive, n.state, v.status FROM nodes n LEFT JOIN verdicts v "
-                              "ON v.node_id = n.id WHERE n.origin = 'llm'").fetchall()
-        except sqlite3.DatabaseError as err:
-            print(f"skipped {path}: {err}")
-            continue
-        calls = db.execute("SELECT n.kind, c.prompt_tokens, c.completion_tokens, json_extract(c.params, "
-                           "'$.finish_reason') FROM nodes n JOIN llm_calls c ON c.id = n.llm_call_id").fetchall()
+    for rows, calls in _queries(
+            args.sessions,
+            "SELECT n.kind, n.directive, n.state, v.status FROM nodes n LEFT JOIN verdicts v "
+            "ON v.node_id = n.id WHERE n.origin = 'llm'",
+            "SELECT n.kind, c.prompt_tokens, c.completion_tokens, json_extract(c.params, "
+            "'$.finish_reason') FROM nodes n JOIN llm_calls c ON c.id = n.llm_call_id"):
         for kind, prompt_tokens, answer_tokens, finish in calls:
             row = sizes[kind]
             row[0] += 1
@@ -72,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
             elif status is not None or state == "no_code":
                 table[key][1] += 1
                 table[key][0] += status == "ok"
-        db.close()
     print(f"{'kind':<8} {'directive':<22} correct/evaluated  duplicates")
     for (kind, directive), (ok, n, dup) in sorted(table.items()):
         print(f"{kind:<8} {directive:<22} {ok:>3}/{n:<3} {100 * ok / max(1, n):4.0f}%   {dup}")
@@ -91,18 +100,10 @@ def speed(sessions: list[str]) -> int:
     from kforge_desktop.csource.items import split_items
 
     ratios: dict[tuple[str, bool], list[float]] = defaultdict(list)
-    for path, plain in each_readable(sessions):
-        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
-        try:
-            speedup = dict(db.execute("SELECT node_id, speedup FROM verdicts WHERE status = 'ok'").fetchall())
-            source = dict(db.execute("SELECT id, kernel_source FROM nodes").fetchall())
-            edits = db.execute("SELECT id, parent_id, directive FROM nodes WHERE origin = 'llm' AND kind = 'edit'"
-                               ).fetchall()
-        except sqlite3.DatabaseError as err:
-            print(f"skipped {path}: {err}")
-            continue
-        finally:
-            db.close()
+    for speedup, source, edits in _queries(
+            sessions, "SELECT node_id, speedup FROM verdicts WHERE status = 'ok'", "SELECT id, kernel_source FROM nodes",
+            "SELECT id, parent_id, directive FROM nodes WHERE origin = 'llm' AND kind = 'edit'"):
+        speedup, source = dict(speedup), dict(source)
         for node, parent, directive in edits:
             if not speedup.get(node) or not speedup.get(parent):
                 continue
@@ -123,17 +124,9 @@ def passes(sessions: list[str]) -> int:
     from kforge_desktop.csource.mends import innermost_loops
 
     table: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for path, plain in each_readable(sessions):
-        db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
-        try:
-            rows = db.execute("SELECT p.kernel_source, v.status FROM nodes n JOIN nodes p ON p.id = n.parent_id "
-                              "JOIN verdicts v ON v.node_id = n.id WHERE n.origin = 'llm' AND n.kind = 'edit' "
-                              "AND n.language = 'cpp' AND n.directive LIKE 'single_pass%'").fetchall()
-        except sqlite3.DatabaseError as err:
-            print(f"skipped {path}: {err}")
-            continue
-        finally:
-            db.close()
+    for (rows,) in _queries(sessions, "SELECT p.kernel_source, v.status FROM nodes n JOIN nodes p ON p.id = n.parent_id "
+                            "JOIN verdicts v ON v.node_id = n.id WHERE n.origin = 'llm' AND n.kind = 'edit' "
+                            "AND n.language = 'cpp' AND n.directive LIKE 'single_pass%'"):
         for parent, status in rows:
             row = table[innermost_loops(parent)]
             row[0] += status == "ok"

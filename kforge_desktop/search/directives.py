@@ -334,7 +334,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         # has none: its sums and maxima are each output's own window. Asked, the default model dropped the loop over
         # the outputs ("wrote 1 of the 512 values of each row"): 0 of 5 dev edits correct (max_pool_overlap,
         # moving_average). Nor does a kernel that reads each row in one loop (a running sum, an elementwise chain,
-        # however its rows are blocked): 0 of 14 such recorded edits correct (dev: cumsum_rows 0/7)
+        # however its rows are blocked): 0 of 12 such recorded edits correct (benchmarks/directive_record.py --passes)
         code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
         return (bool(accumulates) and _loops(kernel) >= 3 and innermost_loops(kernel) >= 2
