@@ -18,7 +18,7 @@ prompt and answer tokens, and the answers cut off at the token limit.
 ``--speed``: per edit directive, how fast its correct edits ran against the kernel they edited (the
 ratio of their speedups over eager, both measured in the search), split by whether the edited function
 already summed in an OpenMP SIMD ``+`` reduction (the command is the priors' one above with ``--speed``; such
-unroll edits are slower but mostly correct, which is why they are asked again: ``search.directives.unrollable``).
+unroll edits are slower but mostly correct, which is why they are asked again: ``search.applicability.unrollable``).
 
 ``--passes``: the single-pass edits by how many loops of the kernel they edited hold no other loop (its passes over
 a row), correct / evaluated (the reason ``single_pass`` is not asked of a kernel of one pass).

@@ -11,11 +11,9 @@ import random
 import re
 from dataclasses import dataclass
 
-from ..csource.autofix import DOUBLE_LITERAL
 from ..csource.comments import strip_cpp_comments
-from ..csource.items import ENTRY, split_items
-from ..csource.mends import innermost_loops
-from .indexing import POOL_OPS
+from ..csource.items import ENTRY
+from .applicability import accumulators, applicable
 
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
 # model otherwise spent "the total" on a new pass over the row and returned nothing)
@@ -204,41 +202,6 @@ def directive_by_key(language: str, key: str) -> Directive | None:
     return next((d for d in DIRECTIVES.get(language, ()) if d.key == key), None)
 
 
-_STEPPED_LOOP = re.compile(r"for\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*(?:[2-9]|\d\d+)\s*\)")
-_STORE = re.compile(r"\b\w+\s*\[[^\]]*\]\s*(?:[-+*/]?=)(?!=)")
-
-
-def unrollable(function: str) -> bool:
-    """Whether a function has a sum loop to unroll: it adds (``+=`` or an OpenMP ``+`` reduction), it
-    stores nothing (asked to unroll a loop that also writes the output, softmax's ``exp_row``, the
-    default model gave 0 correct kernels in 26 answers: ``benchmarks/directive_record.py``), and no
-    loop of it steps by more than one already (asked to unroll an unrolled loop, the model rewrote it
-    into another unrolled loop: a correct candidate that changes nothing).
-
-    A sum that is an OpenMP SIMD reduction already is unrolled too. Such edits ran a median 0.69x the kernel
-    they edited (``directive_record.py --speed``), but they were correct 16 of 23 times on the dev half, and a
-    slower correct kernel costs the search's best nothing. Without the request (2a224a5) a search of kernels
-    whose sums are all SIMD reductions had little else to ask: on the dev half at 4692612 log_softmax and
-    smoothed_cross_entropy fell from 21 of 24 correct to 9 of 18 (docs/benchmarks.md, twenty-fifth measurement)."""
-    code = strip_cpp_comments(function)
-    return (bool(re.search(r"reduction\s*\(\s*\+|\+=", code)) and not _STEPPED_LOOP.search(code)
-            and not _STORE.search(code))
-
-
-_SUM_INTO = re.compile(r"(?<![\w\].])(\w+)\s*\+=")
-_MAX_INTO = re.compile(r"\b(\w+)\s*=\s*(?:std::)?(?:max|fmaxf?)\s*\(\s*\1\b|\b(\w+)\s*=\s*[^;?]*\?[^;:]*:\s*\2\s*;")
-
-
-def accumulators(function: str) -> tuple[list[str], list[str]]:
-    """The scalars a function's loops sum into (``s += ...``) and take a maximum into (``m = std::max(m,
-    ...)``, ``m = e > m ? e : m``), each list in order of first use; a store into an array, or a loop's own
-    step (``c += 4``), is neither."""
-    code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(function))
-    sums = list(dict.fromkeys(_SUM_INTO.findall(code)))
-    maxes = list(dict.fromkeys(a or b for a, b in _MAX_INTO.findall(code)))
-    return sums, [m for m in maxes if m not in sums]
-
-
 def simd_text(function: str) -> str:
     """The SIMD directive for one function, naming its own sums and maxima in the reduction clauses. Shown
     ``reduction(+ : s)`` on a loop with no sum (an elementwise chain), the default model added a sum ``s`` and
@@ -302,132 +265,6 @@ def launch_shape_text(kernel: str) -> str | None:
     return ("Tune the launch shape for occupancy: pick the threads per block from the row length (a multiple "
             "of 32, from 32 to 1024). Each block handles one row (`blockIdx.x` is the row), so the grid stays "
             "exactly one block per row: fewer blocks would leave rows unwritten.")
-
-
-def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
-    """Whether asking for directive ``key`` on this kernel can change anything: a kernel that already
-    runs its rows in parallel gets no "parallelize the rows" (the model answers with the same code, a
-    duplicate that costs a minute of generation and no candidate), a lone operator has no epilogue."""
-    if key == "openmp_rows":
-        return "omp parallel" not in kernel
-    if key == "simd_inner":  # an inner loop without a pragma (the rows' parallel loop is not inner), other than a
-        # fill: a loop that stores one constant is a memset to the compiler, a pragma changes nothing there. Asked
-        # of a masked softmax's finish_row (a SIMD scaling loop, then the masked rest of the row set to 0), the
-        # default model dropped the fill, 3 of 3 edits ("130048 of 262144 output values were never assigned";
-        # dev: causal_scaled_softmax, generalize_r56da)
-        loops = re.finditer(r"(#pragma[^\n]*\n\s*)?for\s*\([^;]*;[^;]*;[^)]*\)", kernel)
-        return any("simd" not in (m.group(1) or "") and "parallel" not in (m.group(1) or "")
-                   and not _FILL.match(kernel, m.end()) for m in loops)
-    if key == "fuse_epilogue":  # a chain of operators, in more than one pass (one pass has nothing to fuse:
-        # asked, the default model changed the formula of an elementwise chain; dev: quick_gelu)
-        chain = len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
-        return chain and _loops(kernel) >= 3
-    if key == "hoist_invariants":  # a division inside a loop by a value the loop does not change; with
-        # nothing of the kind the default model invented one (an array of reciprocals written through a
-        # const pointer, a constant factor on the output; the record is in docs/benchmarks.md)
-        return bool(invariant_divisions(kernel))
-    if key == "unroll_accumulators":  # a sum loop not unrolled yet, in a helper when there are helpers
-        functions = [it for it in split_items(kernel) if it.kind == "function"]
-        helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
-        return any(unrollable(it.text) for it in (helpers or functions))
-    if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse. A pooling
-        # has none: its sums and maxima are each output's own window. Asked, the default model dropped the loop over
-        # the outputs ("wrote 1 of the 512 values of each row"): 0 of 5 dev edits correct (max_pool_overlap,
-        # moving_average). Nor does a kernel that reads each row in one loop (a running sum, an elementwise chain,
-        # however its rows are blocked): 0 of 12 such recorded edits correct (benchmarks/directive_record.py --passes)
-        code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
-        accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
-        return (bool(accumulates) and _loops(kernel) >= 3 and innermost_loops(kernel) >= 2
-                and not _pooling(aten_ops))
-    if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
-        # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
-        # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,
-        # bias_leaky_relu_scale). Nor does a pooling: each output reads its own window of one row, and the row
-        # loop already reads a row's windows in order. Asked, the default model dropped the loop over the outputs
-        # ("wrote 1 of the 1024 values of each row"): 5 of 20 such dev edits correct, none faster than the seed
-        # (0.37-1.01x; dev: max_pool_overlap, moving_average)
-        return ("rows" in kernel and not re.search(r"\b(tile|r0|block_rows)\b", kernel)  # not blocked already
-                and any(accumulators(kernel)) and not _pooling(aten_ops))
-    # CUDA: a change the kernel already has is no change (the exemplar seeds load float4 and reduce with
-    # shuffles already; asked again, the default model hands the seed back unchanged)
-    if key == "vectorized_loads":
-        return "float4" not in kernel
-    if key == "warp_reductions":
-        return "__shfl" not in kernel and bool(re.search(r"__syncthreads|atomicAdd", kernel))
-    if key == "online_softmax":  # a max and a sum of exponentials, in more than one pass
-        return bool(re.search(r"\bexpf?\s*\(|__expf", kernel)) and "fmaxf" in kernel and "m_new" not in kernel
-    if key == "grid_stride":  # a kernel of one thread per element (or per group of them), without a stride yet;
-        # a kernel of one block per row has a grid of rows already: asked, the default model handed the row
-        # seeds back unchanged (benchmarks/results/gpu_samples_r37)
-        code = strip_cpp_comments(kernel)
-        per_element = re.search(r"blockIdx\.[xyz]\s*\*\s*blockDim\.[xyz]|blockDim\.[xyz]\s*\*\s*(\(\w+\))?\s*blockIdx", code)
-        return "gridDim" not in code and bool(per_element)
-    if key == "fusion":  # one launch has nothing to fuse: asked, the default model handed the one-launch
-        # CUDA seeds back unchanged (benchmarks/results/gpu_samples_r35: the fusion edits). No launch at all is
-        # a Triton module, whose forward may still run part of the chain in torch.
-        return len(re.findall(r"<<<|\bcudaLaunchKernel(?:Ex)?\s*\(", strip_cpp_comments(kernel))) != 1
-    if key == "shared_tiling":  # values read again from global memory: a kernel that holds its values in registers
-        # (a local array) or in dynamic shared memory reads them once already; asked, the default model handed
-        # such seeds back unchanged (benchmarks/results/gpu_samples_r37)
-        code = strip_cpp_comments(kernel)
-        held = re.search(r"(?<!__shared__ )\bfloat4?\s+\w+\s*\[\s*\w+\s*\]", code) or "extern __shared__" in code
-        return not held
-    if key == "fast_math":
-        code = strip_cpp_comments(kernel)
-        return bool(re.search(r"(?<!\w)(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))
-    if key == "float_math":
-        # doubles, double literals, or unqualified C math calls (std::exp on a float is float already)
-        code = strip_cpp_comments(kernel)
-        return bool(re.search(r"\bdouble\b|(?<![\w:])(exp|sqrt|tanh|log|pow)\s*\(", code) or DOUBLE_LITERAL.search(code))
-    return True
-
-
-# a loop body that stores one constant: `out[c] = 0.0f;`, `{ yr[c] = -INFINITY; }`
-_FILL = re.compile(r"\s*(\{\s*)?\w+\s*\[[^\]]+\]\s*=\s*[-+]?(?:[\d.]+(?:e[-+]?\d+)?f?|INFINITY|NAN)\s*;(?(1)\s*\})")
-
-
-def _pooling(aten_ops: tuple[str, ...]) -> bool:
-    return any(op.lstrip("_") in POOL_OPS for op in aten_ops)
-
-
-def _loops(kernel: str) -> int:
-    return len(re.findall(r"\bfor\s*\(", strip_cpp_comments(kernel)))
-
-
-_DIVIDE_BY_NAME = re.compile(r"/\s*(?:\(\s*float\s*\)\s*)?([A-Za-z_]\w*)\b(?!\s*[\[(.])")
-_FOR_HEADER = re.compile(r"\bfor\s*\(([^;]*);[^;]*;[^)]*\)\s*$")
-
-
-def invariant_divisions(kernel: str) -> list[str]:
-    """The names a loop body divides by that the loop does not change (neither its counter nor a name
-    assigned in its body): each is one reciprocal to hoist out of the loop. ``x[i] / (1.0f + e)`` divides
-    by a value of each element, and ``s / cols`` after the loop is outside any loop body."""
-    code = strip_cpp_comments(kernel)
-    found = []
-    for m in _DIVIDE_BY_NAME.finditer(code):
-        name, at = m.group(1), m.start()
-        depth, i = 0, at
-        while i > 0:  # back to the `{` that opens the enclosing block
-            i -= 1
-            if code[i] == "}":
-                depth += 1
-            elif code[i] == "{":
-                if depth == 0:
-                    break
-                depth -= 1
-        line_start = code.rfind("\n", 0, at) + 1
-        header = _FOR_HEADER.search(code[:i]) if code[i:i + 1] == "{" else None
-        one_line = re.match(r"\s*for\s*\(([^;]*);[^;]*;[^)]*\)", code[line_start:at])
-        loop = one_line or header  # the innermost: a loop on the division's own line, else the block's
-        if loop is None:
-            continue
-        counter = re.findall(r"\w+", loop.group(1))[-2:-1] if "=" in loop.group(1) else []
-        body = code[line_start:at] if one_line else code[i:at]
-        if name in counter or re.search(rf"\b{name}\s*(?:[-+*/]?=(?!=)|\+\+|--)", body):
-            continue
-        if name not in found:
-            found.append(name)
-    return found
 
 
 # PRIORS (the ``prior`` of each C++ directive): the share of edits the default Qwen2.5-Coder 1.5B carried

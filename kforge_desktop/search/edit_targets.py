@@ -8,7 +8,7 @@ import random
 import re
 
 from ..csource.comments import strip_cpp_comments
-from .directives import applicable, unrollable
+from .applicability import applicable, unrollable
 
 # which function of a kernel a directive changes: structural ones the entry point, loop-level ones a
 # helper (a small function is what a small model rewrites without breaking it)

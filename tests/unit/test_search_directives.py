@@ -144,7 +144,7 @@ def test_a_directive_is_asked_of_each_function_it_applies_to_before_it_counts_as
     picks = {edit_target(functions, "unroll_accumulators", "kernel_forward", random.Random(s), tried) for s in range(20)}
     assert picks == {"sq_dev_of"}  # and never the maximum: the pattern adds
     # a helper unrolled already is not asked again (the model wrote another unrolled loop: no change)
-    from kforge_desktop.search.directives import applicable
+    from kforge_desktop.search.applicability import applicable
 
     unrolled = ("float sum_of(const float* v, int64_t n) {\n  float s0 = 0.0f, s1 = 0.0f;\n  int64_t i = 0;\n"
                 "  for (; i + 2 <= n; i += 2) { s0 += v[i]; s1 += v[i + 1]; }\n  return s0 + s1;\n}")
@@ -166,7 +166,8 @@ def test_a_directive_is_asked_of_each_function_it_applies_to_before_it_counts_as
 def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     """A kernel that already runs rows in parallel is not asked to (the model would repeat it: a wasted
     minute); a lone operator has no epilogue to fuse; edit requests carry the pattern to copy."""
-    from kforge_desktop.search.directives import applicable, directive_by_key
+    from kforge_desktop.search.applicability import applicable
+    from kforge_desktop.search.directives import directive_by_key
 
     parallel = ("static inline float row_sum(const float* v, int64_t n) {\n  float s = 0.0f;\n"
                 "  #pragma omp simd reduction(+ : s)\n  for (int64_t i = 0; i < n; ++i) s += v[i];\n  return s;\n}\n"
@@ -223,7 +224,7 @@ def test_directives_that_cannot_change_the_kernel_are_not_asked_for():
     assert not applicable("fuse_epilogue", parallel, ("native_group_norm", "silu"))
     assert not applicable("fuse_epilogue", elementwise, ("mul", "sigmoid"))
     # hoisting: only where a loop body divides by a value the loop does not change
-    from kforge_desktop.search.directives import invariant_divisions
+    from kforge_desktop.search.applicability import invariant_divisions
     assert not applicable("hoist_invariants", elementwise) and not applicable("hoist_invariants", two_pass)
     normalize = two_pass.replace("x[r * cols + c] - m;", "x[r * cols + c] / m;")
     assert applicable("hoist_invariants", normalize) and invariant_divisions(normalize) == ["m"]
@@ -241,7 +242,8 @@ def test_the_simd_request_names_the_functions_own_sums_and_none_where_it_has_non
     """Shown `reduction(+ : s)` for an elementwise chain, the default model added a sum `s` and stored it
     where the output belongs, or left `s` undeclared: the directive names the edited function's own sums
     and maxima, and says there are none where there are none."""
-    from kforge_desktop.search.directives import accumulators, simd_text
+    from kforge_desktop.search.applicability import accumulators
+    from kforge_desktop.search.directives import simd_text
 
     summing = ("static inline float sum_sq(const float* v, int64_t n) {\n  float acc = 0.0f;\n"
                "  for (int64_t i = 0; i < n; ++i) acc += v[i] * v[i];\n  return acc;\n}\n")
@@ -283,7 +285,7 @@ def test_a_cuda_seed_is_asked_only_for_changes_it_lacks_and_each_of_the_function
     """The CUDA exemplars load float4 and reduce with warp shuffles already: asked for either, the default
     model hands the seed back unchanged. A launch shape is the entry point's; a grid-stride loop or a
     staging in shared memory is a __global__ function's (asked of a load helper, it has nothing to act on)."""
-    from kforge_desktop.search.directives import applicable
+    from kforge_desktop.search.applicability import applicable
     from kforge_desktop.search.edit_targets import edit_targets
     from kforge_desktop.search.exemplars import seed_exemplars
     from kforge_desktop.search.planner import kernel_functions
@@ -343,7 +345,7 @@ def test_a_launch_shape_edit_of_a_kernel_of_one_block_per_row_keeps_one_block_pe
 def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kernel():
     """Group norm + SiLU has no rows: with everything tried, the search asked three times to block its
     rows (each a compile error); the retry is a failed directive that applies."""
-    from kforge_desktop.search.directives import applicable
+    from kforge_desktop.search.applicability import applicable
 
     no_rows = ("static inline float sum_of(const float* v, int64_t n) {\n  float s = 0.0f;\n"
                "  for (int64_t i = 0; i < n; ++i) s += v[i];\n  return s;\n}\n"

@@ -274,7 +274,7 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
     """Asked to edit the entry point, the default model copied every helper first and ran out of tokens
     before the function it had to change; the answer is begun for it at that function's first line.
     On softmax no unroll is asked: its sum loop also writes the output (0 of 26 such edits correct)."""
-    from kforge_desktop.search.directives import applicable
+    from kforge_desktop.search.applicability import applicable
 
     store, pid = engine.store, engine.problem_id
     seed = next(n for n in store.nodes(pid) if n.origin == "seed")
