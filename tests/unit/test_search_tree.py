@@ -232,6 +232,33 @@ def test_while_the_seed_works_the_budget_goes_to_its_edits_not_to_kernels_from_n
     assert whole_chance(Tree(store.nodes(pid, with_source=False)), root) > 0.5
 
 
+def test_kernels_from_nothing_ask_each_optimization_once_before_any_again(engine):
+    """Once every other node's answers repeat earlier kernels, the root is asked for the exemplar rewritten with
+    one named optimization. Recorded on dev/causal_scaled_softmax: the same one, cache blocking, was asked 18 times
+    in 21, and 12 of those answers repeated an earlier kernel. Each one is now asked before any is asked again."""
+    from collections import Counter
+
+    store, pid = engine.store, engine.problem_id
+    root = store.root(pid).id
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
+    for i in range(2):  # the seed's newest answers repeat it: nothing new comes from there
+        store.add_node(pid, seed.id, "llm", "edit", "cpp", source=f"again{i}", directive="simd_inner",
+                       state="duplicate")
+    asked = []
+    for i in range(9):
+        exp = engine.next_expansion(Tree(store.nodes(pid)))
+        assert (exp.parent_id, exp.kind) == (root, "whole")
+        asked.append(exp.directive)
+        store.add_node(pid, root, "llm", "whole", "cpp", source=f"whole{i}", directive=exp.directive,
+                       state="duplicate")
+    assert asked[0] == "straightforward"
+    counts = Counter(asked[1:])
+    assert len(counts) >= 2, asked  # the ones that can change the exemplar (cache blocking, a single pass), in turn
+    assert max(counts.values()) - min(counts.values()) <= 1, asked
+
+
 def test_exclude_and_expand_from_commands(engine):
     store, pid = engine.store, engine.problem_id
     root = store.root(pid).id
