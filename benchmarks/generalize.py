@@ -379,7 +379,7 @@ def read_again(row: dict, first: int | None = None, evaluator=None, rounds: int 
     vs seed is the median, and every round's ratio in ``retimed_ratios``. A search timed its seeds first and
     its kernels later, each at its own moment; on a busy machine "best LLM vs seed" then compares two
     moments. One re-timing can meet a busy moment too: single re-timings put pooling kernels 1.11-1.36x over
-    their seed, past what any kernel of those calls can gain (``headroom.py``: at most 1.04x)."""
+    their seed, three rounds 0.91-1.10x (docs/benchmarks.md, twenty-fifth and twenty-sixth measurements)."""
     from kforge_desktop.store import stored
 
     if first is not None and row["budget"] <= first:
