@@ -22,6 +22,10 @@ unroll edits are slower but mostly correct, which is why they are asked again: `
 
 ``--passes``: the single-pass edits by how many loops of the kernel they edited hold no other loop (its passes over
 a row), correct / evaluated (the reason ``single_pass`` is not asked of a kernel of one pass).
+
+``--after-repeats``: the answers to edits and to kernels from nothing, by how many of the node's answers just before
+them (repairs aside) repeated an earlier kernel: none, the newest one, the newest two (the reason a search whose
+other nodes repeat asks them again rather than ask its root for kernels from nothing: ``search.strategies``).
 """
 
 from __future__ import annotations
@@ -56,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sessions", nargs="+")
     ap.add_argument("--speed", action="store_true", help="correct edits' speed against the kernel they edited")
     ap.add_argument("--passes", action="store_true", help="single-pass edits by the passes of the kernel they edited")
+    ap.add_argument("--after-repeats", action="store_true",
+                    help="edits and kernels from nothing by the repeats their node answered just before")
     args = ap.parse_args(argv)
+    if args.after_repeats:
+        return after_repeats(args.sessions)
     if args.speed:
         return speed(args.sessions)
     if args.passes:
@@ -134,6 +142,29 @@ def passes(sessions: list[str]) -> int:
     print("loops holding no other loop in the edited kernel  correct/evaluated")
     for n, (ok, total) in sorted(table.items()):
         print(f"{n:>48}  {ok:>3}/{total}")
+    return 0
+
+
+def after_repeats(sessions: list[str]) -> int:
+    """Per kind (edit, whole) and the node's newest earlier answers (repairs aside): none of them repeated, the newest
+    one did, the newest two did; the answers that repeated, and correct / evaluated of the others."""
+    table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # correct, evaluated, repeats
+    for (rows,) in _queries(sessions, "SELECT n.parent_id, n.kind, n.state, v.status FROM nodes n LEFT JOIN verdicts v "
+                            "ON v.node_id = n.id WHERE n.origin = 'llm' AND n.kind IN ('edit', 'whole') ORDER BY n.id"):
+        before: dict[int, list[bool]] = defaultdict(list)  # per parent: whether each earlier answer repeated
+        for parent, kind, state, status in rows:
+            seen = before[parent]
+            after = "two repeats" if seen[-2:] == [True, True] else "one repeat" if seen[-1:] == [True] else "no repeat"
+            row = table[(kind, after)]
+            if state == "duplicate":
+                row[2] += 1
+            elif status is not None or state == "no_code":
+                row[0] += status == "ok"
+                row[1] += 1
+            seen.append(state == "duplicate")
+    print(f"{'kind':<6} {'just before':<12} correct/evaluated  repeats")
+    for (kind, after), (ok, n, dup) in sorted(table.items()):
+        print(f"{kind:<6} {after:<12} {ok:>5}/{n:<5} {100 * ok / max(1, n):4.0f}%  {dup:>7}")
     return 0
 
 

@@ -201,7 +201,7 @@ class SearchEngine:
             if repeats_in_a_row(self._tree()) >= MAX_REPEATS:
                 self._log(f"the model's last {MAX_REPEATS} answers all repeated earlier kernels; stopping (a larger "
                           "model or a higher temperature will explore further)", "warning")
-                return "budget"
+                return "repeats"
             if self._paused:
                 self._wait(0.2)  # work already running may finish while paused; nothing new starts
                 continue

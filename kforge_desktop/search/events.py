@@ -74,7 +74,7 @@ class Progress:
 @dataclass(frozen=True)
 class Finished:
     problem_id: int
-    reason: str  # budget | time | stopped | error
+    reason: str  # budget | time | repeats (the model only repeated earlier kernels) | stopped | error
     best_node_id: int | None
 
 

@@ -127,14 +127,14 @@ class Planner:
         self._said_call_cap = False
 
     def limit(self, tree: Tree, config: SearchConfig, elapsed_s: float, llm_calls: int) -> str | None:
-        """Which limit ends the search (``limit_reached``), the LLM call cap counting as the budget;
-        the cap is said once, while the calls still in flight come back."""
+        """Which limit ends the search (``limit_reached``), the LLM call cap as "repeats" (the model kept
+        repeating its answers); the cap is said once, while the calls still in flight come back."""
         limit = limit_reached(tree, config, elapsed_s, llm_calls)
         if limit == "llm_calls":
             if not self._said_call_cap:
                 self._said_call_cap = True
                 self.warn(f"stopped after {config.llm_call_cap} LLM calls: the model keeps repeating earlier answers")
-            return "budget"
+            return "repeats"
         return limit
 
     def next_expansion(self, tree: Tree, config: SearchConfig) -> Expansion | None:

@@ -68,7 +68,28 @@ def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams(),
     from-scratch kernels at the root) is not widened again while it has a working child to descend
     to; the budget goes where the model succeeds. ``chance(node)``, when given, is a second estimate of
     that: how likely the model is to carry out the change the node would be asked for next (a node
-    whose good directives are used up gets the ones this model rarely carries out)."""
+    whose good directives are used up gets the ones this model rarely carries out).
+
+    A node whose newest answers repeated earlier kernels is passed by (``repeating``) while anything
+    else can be expanded, but the root's kernels from nothing do not count as that while they are
+    unlikely to work (``chance`` below ``FRESH_MIN``): then the working nodes are asked again, repeats
+    and all. Once the other nodes repeated, the test half's roots were asked for 22 kernels from
+    nothing and none was correct (docs/benchmarks.md, twenty-sixth measurement); over the recorded dev
+    searches, edits asked right after their node's answer repeated were correct 48 times in 107, kernels
+    from nothing 15 in 136 (``benchmarks/directive_record.py --after-repeats``)."""
+    node_id = _descend(tree, start_id, params, chance, pass_repeats=True)
+    if (node_id == start_id and tree.node(start_id).origin == "root" and chance is not None
+            and chance(start_id) < FRESH_MIN and any(i != start_id and tree.expandable(i) for i in tree.subtree(start_id))):
+        return _descend(tree, start_id, params, chance, pass_repeats=False)
+    return node_id
+
+
+def _descend(tree: Tree, start_id: int, params: MCTSParams, chance: Callable[[int], float] | None,
+             pass_repeats: bool) -> int:
+    """``select_mcts``'s descent; ``pass_repeats``: pass by the nodes whose newest answers repeated."""
+    def repeats(i: int) -> bool:
+        return pass_repeats and repeating(tree, i)
+
     node_id = start_id
     seen = set()
     while node_id not in seen:
@@ -79,8 +100,8 @@ def select_mcts(tree: Tree, start_id: int, params: MCTSParams = MCTSParams(),
         limit = widening_limit(node.visits, params.widening_k, params.widening_alpha)
         # through correct children, and through a failed one whose repair is correct (an incomplete
         # seed and its completion): the correct node below must stay reachable
-        options = [k for k in kids if any(tree.expandable(i) and not repeating(tree, i) for i in tree.subtree(k.id))]
-        if attempts < limit and tree.expandable(node_id) and not repeating(tree, node_id) and (
+        options = [k for k in kids if any(tree.expandable(i) and not repeats(i) for i in tree.subtree(k.id))]
+        if attempts < limit and tree.expandable(node_id) and not repeats(node_id) and (
                 not options or min(fresh_success(tree, node_id), chance(node_id) if chance else 1.0) >= FRESH_MIN):
             return node_id
         if not options:

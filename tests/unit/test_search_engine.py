@@ -422,3 +422,39 @@ def test_a_blocked_edit_that_left_the_rows_work_as_the_patterns_comment_gets_the
     assert "same per-row work" not in entry and "r0 += tile" in entry and "row_max(xr, scale, cols)" in entry
     assert "taken from the parent" in edit.note
     store.close()
+
+
+class _SameAnswer:
+    """A model that gives one answer, a correct module, to every request."""
+
+    name = "same"
+    context_size = 8192
+    raw_completion = False
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, len(text) // 4)
+
+    def generate(self, request, on_token=None, cancel=None):
+        from scripted_model import answer_module
+
+        from kforge_desktop.llm.generator import Generation
+
+        return Generation(answer_module(1), 10, 10, 0.01, 1000.0, self.name, "stop")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_model_that_only_repeats_itself_ends_the_search_and_says_so(tmp_path, evaluator):
+    """Eight answers in a row that repeat an earlier kernel end the search with candidates left; the reason
+    it ends is "repeats" (the app says "the model only repeats earlier kernels"), not a spent budget."""
+    store = SessionStore(tmp_path / "r.kforge")
+    config = SearchConfig(budget_candidates=12, memory=False, seeds=False, scaffold=False, inflight=1)
+    pid = create_session(store, load_problem(PROBLEMS / "rms_norm.py"), config)
+    finished = SearchEngine(store, pid, _SameAnswer(), evaluator, config).run()
+    assert finished.reason == "repeats"
+    answers = [n for n in store.nodes(pid) if n.origin == "llm"]
+    assert [n.state for n in answers] == ["evaluated"] + ["duplicate"] * 8 and answers[0].status == "ok"
+    assert store.candidates_done(pid) == 1 and finished.best_node_id == answers[0].id
+    assert any("repeated earlier kernels; stopping" in e.message for e in store.events(pid))
+    store.close()

@@ -233,19 +233,22 @@ def test_while_the_seed_works_the_budget_goes_to_its_edits_not_to_kernels_from_n
 
 
 def test_kernels_from_nothing_ask_each_optimization_once_before_any_again(engine):
-    """Once every other node's answers repeat earlier kernels, the root is asked for the exemplar rewritten with
-    one named optimization. Recorded on dev/causal_scaled_softmax: the same one, cache blocking, was asked 18 times
-    in 21, and 12 of those answers repeated an earlier kernel. Each one is now asked before any is asked again."""
+    """Once every other node's answers repeat earlier kernels, a root whose kernels from nothing have worked is
+    asked for the exemplar rewritten with one named optimization. Recorded on dev/causal_scaled_softmax: the same
+    one, cache blocking, was asked 18 times in 21, and 12 of those answers repeated an earlier kernel. Each one is
+    now asked before any is asked again."""
     from collections import Counter
 
     store, pid = engine.store, engine.problem_id
     root = store.root(pid).id
     seed = next(n for n in store.nodes(pid) if n.origin == "seed")
-    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
-    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
-    for i in range(2):  # the seed's newest answers repeat it: nothing new comes from there
-        store.add_node(pid, seed.id, "llm", "edit", "cpp", source=f"again{i}", directive="simd_inner",
-                       state="duplicate")
+    whole = store.add_node(pid, root, "llm", "whole", "cpp", source="whole", directive="straightforward")
+    for node_id in (seed.id, whole):
+        store.record_verdict(node_id, ok(1.3), reward(ok(1.3)))
+        store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), node_id, reward(ok(1.3))))
+        for i in range(2):  # the node's newest answers repeat it: nothing new comes from there
+            store.add_node(pid, node_id, "llm", "edit", "cpp", source=f"again{node_id}.{i}", directive="simd_inner",
+                           state="duplicate")
     asked = []
     for i in range(9):
         exp = engine.next_expansion(Tree(store.nodes(pid)))
@@ -253,8 +256,7 @@ def test_kernels_from_nothing_ask_each_optimization_once_before_any_again(engine
         asked.append(exp.directive)
         store.add_node(pid, root, "llm", "whole", "cpp", source=f"whole{i}", directive=exp.directive,
                        state="duplicate")
-    assert asked[0] == "straightforward"
-    counts = Counter(asked[1:])
+    counts = Counter(asked)
     assert len(counts) >= 2, asked  # the ones that can change the exemplar (cache blocking, a single pass), in turn
     assert max(counts.values()) - min(counts.values()) <= 1, asked
 
@@ -330,8 +332,9 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
 def test_mcts_passes_by_a_node_whose_last_answers_repeated_earlier_kernels():
     """Recorded on dev/channel_sum: the only working edit had no working child, every selection ended
     there, and its answers were the same kernels again until the search gave up on repeats. Once its
-    newest two answers repeat, selection widens the node above it instead; with nowhere else to go, it
-    is asked again."""
+    newest two answers repeat, selection widens the node above it instead. Once every working node
+    repeats, it is asked again rather than the root for kernels from nothing that are unlikely to work
+    (22 such on the test half, none correct); where they have worked, the root."""
     nodes = [node(1, None, origin="root", visits=12, value=0.6),
              node(2, 1, origin="seed", kind="seed", verdict=ok(1.5), visits=11, value=0.6),
              node(3, 2, kind="edit", verdict=None, state="evaluated", visits=1, value=0.05),
@@ -343,4 +346,7 @@ def test_mcts_passes_by_a_node_whose_last_answers_repeated_earlier_kernels():
     assert select("mcts", Tree(nodes + repeats[:1]), 1, params, chance) == 4  # one repeat: asked again
     assert select("mcts", Tree(nodes + repeats), 1, params, chance) == 2
     seed_repeats = [node(8, 2, kind="edit", state="duplicate", visits=1), node(9, 2, kind="edit", state="duplicate", visits=1)]
-    assert select("mcts", Tree(nodes + repeats + seed_repeats), 1, params, chance) == 1  # kernels from nothing
+    assert select("mcts", Tree(nodes + repeats + seed_repeats), 1, params, chance) == 4  # the best working node again
+    worked = {1: 0.4, 2: 0.1, 4: 0.6}.get  # kernels from nothing were correct on this problem
+    assert select("mcts", Tree(nodes + repeats + seed_repeats), 1, params, worked) == 1
+    assert select("mcts", Tree(nodes[:1]), 1, params, chance) == 1  # nothing works yet: from nothing, however unlikely

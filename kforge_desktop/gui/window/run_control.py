@@ -30,6 +30,7 @@ from .chrome import SearchBar, StatusLine
 
 Report = Callable[..., None]  # report(sentence, detail="", level="error", dialog=True)
 FINISH_REASONS = {"budget": "the budget is spent", "time": "the time is up", "stopped": "stopped",
+                  "repeats": "the model only repeats earlier kernels",
                   "error": "stopped on an error"}
 
 
@@ -291,7 +292,7 @@ class RunControl:
         self.status.message(f"Search finished: {text}{best}.")
         self.status.show_phase(text)
         self.status.clear_run()
-        if f.reason in ("budget", "time") and self._target_queue and not self._closing():
+        if f.reason in ("budget", "time", "repeats") and self._target_queue and not self._closing():
             nxt = self._target_queue.pop(0)
             QTimer.singleShot(0, lambda: self._next_target(nxt))
         else:
