@@ -90,7 +90,7 @@ def test_the_best_kernels_and_the_seed_retimed_together(tmp_path):
     assert again["retimed"] and "retimed" not in row
     ratios = again["retimed_ratios"]
     assert len(ratios) == 3 and ratios == sorted(ratios)  # each re-timing kept, the middle one read
-    assert g._ratio(again) == pytest.approx(ratios[1], abs=1e-3)
+    assert g.ratio(again) == pytest.approx(ratios[1], abs=1e-3)
     assert "l2_normalize s0 " + ", ".join(f"{x:.2f}x" for x in ratios) in g.report([again])
     assert again["best_seed_speedup"] and again["best_llm_speedup"]  # both measured again, together
     assert (again["best_seed_speedup"], again["best_llm_speedup"]) != (row["best_seed_speedup"], row["best_llm_speedup"])
