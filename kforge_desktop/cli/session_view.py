@@ -10,6 +10,7 @@ import sys
 import threading
 
 from ..kernels.verdict import how_fast
+from ..search.events import FINISH_REASONS
 
 
 class ProgressLine:
@@ -121,7 +122,7 @@ def summary_table(store, problem_id: int, reason: str) -> str:
     rows = _best_rows(store, problem_id)
     split = store.time_split(problem_id)
     prod = store.productivity(problem_id)
-    out = [f"search finished ({reason}); session: {store.path}"]
+    out = [f"search finished: {FINISH_REASONS.get(reason, reason)}; session: {store.path}"]
     if rows:
         basis = next((n.verdict.time_basis for n in rows if n.verdict.time_basis), "")
         unit = {"device": "device ms", "wall": "wall ms"}.get(basis, "ms")

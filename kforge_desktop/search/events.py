@@ -74,8 +74,13 @@ class Progress:
 @dataclass(frozen=True)
 class Finished:
     problem_id: int
-    reason: str  # budget | time | repeats (the model only repeated earlier kernels) | stopped | error
+    reason: str  # one of FINISH_REASONS
     best_node_id: int | None
+
+
+FINISH_REASONS = {"budget": "the budget is spent", "time": "the time is up",
+                  "repeats": "the model only repeats earlier kernels", "stopped": "stopped",
+                  "error": "stopped on an error"}  # why a search ended, as the app and the command line say it
 
 
 Event = NodeAdded | NodeEvaluated | NodeChanged | TokenStream | Log | Progress | Finished

@@ -447,7 +447,10 @@ class _SameAnswer:
 
 def test_a_model_that_only_repeats_itself_ends_the_search_and_says_so(tmp_path, evaluator):
     """Eight answers in a row that repeat an earlier kernel end the search with candidates left; the reason
-    it ends is "repeats" (the app says "the model only repeats earlier kernels"), not a spent budget."""
+    it ends is "repeats" (the app and ``kforge optimize`` say "the model only repeats earlier kernels"), not a
+    spent budget."""
+    from kforge_desktop.cli.session_view import summary_table
+
     store = SessionStore(tmp_path / "r.kforge")
     config = SearchConfig(budget_candidates=12, memory=False, seeds=False, scaffold=False, inflight=1)
     pid = create_session(store, load_problem(PROBLEMS / "rms_norm.py"), config)
@@ -457,4 +460,5 @@ def test_a_model_that_only_repeats_itself_ends_the_search_and_says_so(tmp_path, 
     assert [n.state for n in answers] == ["evaluated"] + ["duplicate"] * 8 and answers[0].status == "ok"
     assert store.candidates_done(pid) == 1 and finished.best_node_id == answers[0].id
     assert any("repeated earlier kernels; stopping" in e.message for e in store.events(pid))
+    assert summary_table(store, pid, finished.reason).startswith("search finished: the model only repeats earlier kernels")
     store.close()

@@ -29,9 +29,6 @@ from ..settings import SearchChoices, Settings
 from .chrome import SearchBar, StatusLine
 
 Report = Callable[..., None]  # report(sentence, detail="", level="error", dialog=True)
-FINISH_REASONS = {"budget": "the budget is spent", "time": "the time is up", "stopped": "stopped",
-                  "repeats": "the model only repeats earlier kernels",
-                  "error": "stopped on an error"}
 
 
 class RunControl:
@@ -286,7 +283,7 @@ class RunControl:
     def _finished(self, f: ev.Finished) -> None:
         self.session.refresh()
         self._log.pull()
-        text = FINISH_REASONS.get(f.reason, f.reason)
+        text = ev.FINISH_REASONS.get(f.reason, f.reason)
         chosen = self.session.chosen_id()
         best = f"; chosen node #{chosen}" if chosen is not None else "; no measured win yet"
         self.status.message(f"Search finished: {text}{best}.")
