@@ -132,6 +132,27 @@ def test_nothing_of_one_session_stays_in_the_next(qtbot, make_window, verdict_se
     assert w.status_line.tps_label.text() == ""
 
 
+def test_a_long_finish_message_ends_in_an_ellipsis_and_keeps_its_whole_text(qtbot, make_window, verdict_session):
+    from kforge_desktop.search import events as ev
+
+    path, _ids = verdict_session
+    w = make_window()
+    w.open_session(path)
+    w.run._finished(ev.Finished(problem_id=w.session.problem_id, reason="repeats", best_node_id=None))
+    bar = w.statusBar()
+    shown, whole = bar.currentMessage(), bar.toolTip()
+    assert whole.startswith("Search finished: the model only repeats earlier kernels; chosen node #")
+    assert shown.endswith("…") and whole.startswith(shown[:-1])  # cut visibly, not silently mid-word
+    qtbot.wait(50)  # the labels take their widths
+    labels = sum(lab.width() for lab in (w.status_line.phase_label, w.status_line.device_label,
+                                         w.status_line.model_label, w.status_line.yield_label,
+                                         w.status_line.progress_label, w.status_line.progress_bar))
+    assert w.status_line.phase_label.text() == "the model only repeats earlier kernels"
+    assert bar.fontMetrics().horizontalAdvance(shown) <= bar.width() - labels
+    w.status_message("Copied the code of node #3.")
+    assert bar.currentMessage() == bar.toolTip() == "Copied the code of node #3."
+
+
 WRITER = textwrap.dedent("""
     import sys, time
     from kforge_desktop.store import SessionStore, SearchState

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
+    QStyle,
     QToolBar,
     QWidget,
 )
@@ -415,7 +416,21 @@ class StatusLine:
         self.eta_label = label("etaLabel", "Estimated time to the end of the budget")
 
     def message(self, text: str, ms: int = 8000) -> None:
-        self.bar.showMessage(text, ms)
+        """A passing message. One longer than the room beside the labels ends in an ellipsis instead of
+        being cut mid-word, and the whole sentence stays in the bar's tooltip."""
+        self.bar.setToolTip(text)
+        self.bar.showMessage(self._fitted(text), ms)
+
+    def _fitted(self, text: str) -> str:
+        sb = self.bar
+        # a label set just now has its new size hint before the layout gives it the width; 8: the spacing
+        labels = sum(max(w.width(), w.sizeHint().width()) + 8 for w in self._permanent() if w.isVisible())
+        room = max(sb.width() - labels - 2 * sb.style().pixelMetric(QStyle.PixelMetric.PM_DefaultFrameWidth) - 16, 60)
+        return sb.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room)
+
+    def _permanent(self) -> tuple[QWidget, ...]:
+        return (self.phase_label, self.device_label, self.model_label, self.tps_label, self.rate_label,
+                self.yield_label, self.progress_label, self.progress_bar, self.eta_label)
 
     def show_choices(self, device: str, model: str) -> None:
         self.device_label.setText(f"device: {device}")

@@ -286,8 +286,8 @@ class RunControl:
         text = ev.FINISH_REASONS.get(f.reason, f.reason)
         chosen = self.session.chosen_id()
         best = f"; chosen node #{chosen}" if chosen is not None else "; no measured win yet"
+        self.status.show_phase(text)  # first: the message fits the room the phase leaves
         self.status.message(f"Search finished: {text}{best}.")
-        self.status.show_phase(text)
         self.status.clear_run()
         if f.reason in ("budget", "time", "repeats") and self._target_queue and not self._closing():
             nxt = self._target_queue.pop(0)
