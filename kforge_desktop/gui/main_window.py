@@ -26,7 +26,6 @@ from .window.chrome import (
     Banner,
     Docks,
     SearchBar,
-    StatusLine,
     app_icon,
     build_menus,
     on,
@@ -35,6 +34,7 @@ from .window.chrome import (
 )
 from .window.run_control import RunControl
 from .window.sessions import TITLE, MachineNotice, Sessions
+from .window.status_line import StatusLine
 from .window.tools import Tools
 
 

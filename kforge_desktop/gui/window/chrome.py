@@ -1,10 +1,10 @@
 """The window's chrome: the seven docks and where they start, the actions with their shortcuts, the
-toolbar with the search choices, the menus, the notice banner and the status bar.
+toolbar with the search choices, the menus and the notice banner (the status bar is ``status_line``).
 
 It builds widgets and shows what it is told. What an action does is connected by the main window;
-what the widgets say is decided by ``sessions`` and ``run_control``. One job, a little over 500
-lines: splitting the widgets of one window frame apart would scatter what a newcomer looks for
-together (which action, which shortcut, which menu).
+what the widgets say is decided by ``sessions`` and ``run_control``. One job: splitting the widgets of
+one window frame further apart would scatter what a newcomer looks for together (which action, which
+shortcut, which menu).
 """
 
 from __future__ import annotations
@@ -22,16 +22,13 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
-    QProgressBar,
     QPushButton,
     QSpinBox,
-    QStyle,
     QToolBar,
     QWidget,
 )
 
 from ... import paths
-from ...search import events as ev
 from ..docks.candidates.widget import CandidatesWidget
 from ..docks.code.widget import CodeWidget
 from ..docks.inspector.widget import InspectorWidget
@@ -340,7 +337,7 @@ def build_menus(win: QMainWindow, actions: Actions, docks: Docks, strategy_box: 
 
 
 # ----------------------------------------------------------------------------------------------
-# banner and status bar
+# banner
 # ----------------------------------------------------------------------------------------------
 class Banner:
     """A bar under the toolbar for what the user must know (a session measured on another machine;
@@ -381,114 +378,6 @@ class Banner:
         self.bar.setVisible(False)
 
 
-class StatusLine:
-    """The status bar: a passing message on the left; phase, device, model, model speed, search rate,
-    the model's yield, progress and ETA on the right."""
-
-    def __init__(self, win: QMainWindow) -> None:
-        sb = win.statusBar()
-        sb.setObjectName("statusBar")
-        self.bar = sb
-
-        def label(name: str, tip: str) -> QLabel:
-            lab = QLabel("", win)
-            lab.setObjectName(name)
-            lab.setToolTip(tip)
-            sb.addPermanentWidget(lab)
-            return lab
-
-        self.phase_label = label("phaseLabel", "What the search is doing now")
-        self.device_label = label("deviceLabel", "The device candidates are built and timed on")
-        self.model_label = label("modelLabel", "The local model")
-        self.tps_label = label("tokensLabel", "Tokens per second of the model")
-        self.rate_label = label("rateLabel", "Candidates evaluated per minute")
-        self.yield_label = label("yieldLabel", "How productive the model is on this problem: the share of its "
-                                 "candidates that build and that are correct")
-        # the count is a label beside a thin bar: a fill never hides its text
-        self.progress_label = label("progressLabel", "Candidates judged out of the problem's budget (seeds and "
-                                    "the reference are not candidates)")
-        self.progress_bar = QProgressBar(win)
-        self.progress_bar.setObjectName("progressBar")
-        self.progress_bar.setFixedWidth(120)
-        self.progress_bar.setFixedHeight(10)
-        self.progress_bar.setTextVisible(False)
-        sb.addPermanentWidget(self.progress_bar)
-        self.eta_label = label("etaLabel", "Estimated time to the end of the budget")
-
-    def message(self, text: str, ms: int = 8000) -> None:
-        """A passing message. One longer than the room beside the labels ends in an ellipsis instead of
-        being cut mid-word, and the whole sentence stays in the bar's tooltip."""
-        self.bar.setToolTip(text)
-        self.bar.showMessage(self._fitted(text), ms)
-
-    def _fitted(self, text: str) -> str:
-        sb = self.bar
-        # a label set just now has its new size hint before the layout gives it the width; 8: the spacing
-        labels = sum(max(w.width(), w.sizeHint().width()) + 8 for w in self._permanent() if w.isVisible())
-        room = max(sb.width() - labels - 2 * sb.style().pixelMetric(QStyle.PixelMetric.PM_DefaultFrameWidth) - 16, 60)
-        return sb.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room)
-
-    def _permanent(self) -> tuple[QWidget, ...]:
-        return (self.phase_label, self.device_label, self.model_label, self.tps_label, self.rate_label,
-                self.yield_label, self.progress_label, self.progress_bar, self.eta_label)
-
-    def show_choices(self, device: str, model: str) -> None:
-        self.device_label.setText(f"device: {device}")
-        self.model_label.setText(f"model: {model}")
-
-    def show_phase(self, text: str) -> None:
-        self.phase_label.setText(text)
-
-    def clear_eta(self) -> None:
-        self.eta_label.setText("")
-
-    def show_tokens_rate(self, tokens_per_s) -> None:
-        if tokens_per_s:
-            self.tps_label.setText(f"{tokens_per_s:.1f} tok/s")
-
-    def clear_run(self) -> None:
-        """No search runs (stopped, finished, another session): rates and estimates are the past."""
-        for lab in (self.tps_label, self.rate_label, self.eta_label):
-            lab.setText("")
-
-    def show_count(self, done: int, budget: int | None) -> None:
-        self.progress_bar.setMaximum(max(budget or 0, done, 1))
-        self.progress_bar.setValue(done)
-        self.progress_label.setText(f"{done} of {budget} candidates" if budget else f"{done} candidates")
-
-    def show_phase_note(self, text: str, tip: str) -> None:
-        """The phase with a longer explanation in its tooltip (another process owns the session)."""
-        self.phase_label.setText(text)
-        self.phase_label.setToolTip(tip or "What the search is doing now")
-
-    def show_progress(self, p: ev.Progress, paused: bool, best: float | None = None) -> None:
-        self.show_count(p.done, p.budget)
-        minutes = p.elapsed_s / 60.0
-        rate = p.done / minutes if minutes > 0.05 and p.done else None
-        self.rate_label.setText(f"{rate:.1f} cand/min" if rate else "")
-        self.show_tokens_rate(p.tokens_per_s)
-        if rate and p.budget > p.done:
-            eta = (p.budget - p.done) / rate * 60
-            self.eta_label.setText(f"ETA {_duration(eta)}")
-        else:
-            self.eta_label.setText("")
-        phase = "paused" if paused else (p.phase or "")
-        shown = f" · best win {best:.2f}×" if best else ""
-        self.phase_label.setText(f"{phase}{shown}")
-
-    def show_yield(self, prod) -> None:
-        """The model's productivity on this problem; amber, with the advice, when it is low."""
-        if prod is None or not prod.candidates:
-            self.yield_label.setText("")
-            self.yield_label.setStyleSheet("")
-            return
-        self.yield_label.setText(f"its kernels: {prod.correct}/{prod.candidates} correct "
-                                 f"({100.0 * (prod.correct_rate or 0):.0f}%), {prod.built}/{prod.candidates} built")
-        tip = prod.summary() + (f"\n{prod.suggestion}" if prod.suggestion else "")
-        self.yield_label.setToolTip(tip)
-        self.yield_label.setStyleSheet("QLabel { color: #b26a00; font-weight: bold; }" if prod.suggestion else "")
-
-
 # ----------------------------------------------------------------------------------------------
 # help
 # ----------------------------------------------------------------------------------------------
@@ -504,15 +393,6 @@ def show_about(parent: QWidget) -> None:
                       f"<b>Kernel Forge Desktop</b> {__version__}<br>A local LLM writes kernels, a tree "
                       "search explores them, and every candidate is proven correct and timed in an isolated "
                       "process before you use it.")
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    if seconds < 90:
-        return f"{seconds} s"
-    if seconds < 5400:
-        return f"{seconds // 60} min"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def _cuda_available() -> bool:

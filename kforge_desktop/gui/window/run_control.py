@@ -26,7 +26,8 @@ from ..ownership import Owner, session_owner
 from ..problem_check import ProblemChecks
 from ..session_model import SessionModel
 from ..settings import SearchChoices, Settings
-from .chrome import SearchBar, StatusLine
+from .chrome import SearchBar
+from .status_line import StatusLine
 
 Report = Callable[..., None]  # report(sentence, detail="", level="error", dialog=True)
 

@@ -27,7 +27,8 @@ from ..errors import one_sentence
 from ..heap import settle
 from ..session_model import SessionModel
 from ..settings import Settings
-from .chrome import Banner, StatusLine
+from .chrome import Banner
+from .status_line import StatusLine
 
 SESSION_SUFFIX = ".kforge"
 EXAMPLE_PROBLEM = paths.RESOURCES / "problems" / "softmax.py"
