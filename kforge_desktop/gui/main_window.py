@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QSize
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 
 from .controller import SearchController
@@ -36,6 +37,9 @@ from .window.run_control import RunControl
 from .window.sessions import TITLE, MachineNotice, Sessions
 from .window.status_line import StatusLine
 from .window.tools import Tools
+
+# Room left on the screen for the window manager's title bar and borders: unknown until the window is shown.
+FRAME_ALLOWANCE = QSize(16, 48)
 
 
 class MainWindow(QMainWindow):
@@ -64,6 +68,7 @@ class MainWindow(QMainWindow):
         self._build_chrome()
         self._default_state = self.saveState()
         self._restore_window()
+        self._fit_to_screen()
         self.run = RunControl(self.controller, self.session, self.settings, self.bar, self.status_line,
                               log=self.log_widget, inspector=self.inspector_widget,
                               targets=self.targets_widget.model, report=self.report,
@@ -351,6 +356,22 @@ class MainWindow(QMainWindow):
         s = self.settings.state()
         if s is not None:
             self.restoreState(s)
+
+    def _fit_to_screen(self) -> None:
+        """Keep the whole window on the screen it opens on: the default size, or one saved on a larger screen,
+        may not fit a laptop's, and a window taller than the screen hides its status bar below the edge."""
+        screen = QGuiApplication.screenAt(self.geometry().center()) or self.screen()
+        if screen is None:
+            return
+        room = screen.availableGeometry().adjusted(0, 0, -FRAME_ALLOWANCE.width(), -FRAME_ALLOWANCE.height())
+        size = self.size().boundedTo(room.size()).expandedTo(self.minimumSizeHint())
+        if size != self.size():
+            self.resize(size)
+        g = self.geometry()
+        if not room.contains(g):
+            x = min(max(g.left(), room.left()), max(room.left(), room.right() - size.width() + 1))
+            y = min(max(g.top(), room.top()), max(room.top(), room.bottom() - size.height() + 1))
+            self.move(x, y)
 
     def start_first_run(self) -> None:
         """The first launch: open the bundled example and show the tour."""

@@ -166,6 +166,28 @@ WRITER = textwrap.dedent("""
 """)
 
 
+def test_the_window_opens_whole_on_a_screen_smaller_than_it(qtbot, gui_env):
+    """On a laptop-sized screen neither the default size nor one saved on a larger screen may push the status bar
+    or the right-hand docks past the edge (the offscreen screen is 800x800, smaller than the default window)."""
+    from kforge_desktop.gui.main_window import MainWindow, settings_for_tests
+
+    folder = gui_env / "settings"
+    folder.mkdir()
+    first = MainWindow(settings_for_tests(folder))
+    qtbot.addWidget(first)
+    room = first.screen().availableGeometry()
+    assert room.contains(first.frameGeometry()), (first.frameGeometry(), room)
+    first.resize(1900, 1200)  # as if saved on a large monitor, then moved off towards the corner
+    first.move(room.right() - 100, room.bottom() - 100)
+    first.close_without_asking()  # saves the geometry
+
+    again = MainWindow(settings_for_tests(folder))
+    qtbot.addWidget(again)
+    assert again.width() < 1900 and again.height() < 1200
+    assert room.contains(again.frameGeometry()), (again.frameGeometry(), room)
+    again.close_without_asking()
+
+
 def test_start_is_off_while_another_process_searches_the_session(qtbot, make_window, gui_env):
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.config import SearchConfig
