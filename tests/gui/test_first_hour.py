@@ -188,6 +188,30 @@ def test_the_window_opens_whole_on_a_screen_smaller_than_it(qtbot, gui_env):
     again.close_without_asking()
 
 
+def test_the_status_bar_shows_no_empty_parts(qtbot, make_window, verdict_session):
+    """Rates and estimates exist only while a search runs, a count only with a session: a part with nothing to say
+    is not shown, so the bar has no gaps and the message keeps the room."""
+    from PySide6.QtWidgets import QLabel, QWidget
+
+    def shown():
+        return {x.objectName(): (x.text() if isinstance(x, QLabel) else "bar")
+                for x in w.statusBar().findChildren(QWidget)
+                if x.isVisible() and x.objectName().endswith(("Label", "progressBar"))}
+
+    w = make_window()
+    qtbot.wait(20)
+    parts = shown()
+    assert "progressBar" not in parts and "progressLabel" not in parts  # no session, no count
+    assert all(text != "" for name, text in parts.items() if name != "progressBar"), parts
+    path, _ids = verdict_session
+    w.open_session(path)
+    qtbot.wait(20)
+    parts = shown()
+    assert parts.get("progressLabel", "").endswith("candidates") and "progressBar" in parts
+    assert "tokensLabel" not in parts and "etaLabel" not in parts and "rateLabel" not in parts  # nothing runs
+    assert all(text != "" for name, text in parts.items() if name != "progressBar"), parts
+
+
 def test_start_is_off_while_another_process_searches_the_session(qtbot, make_window, gui_env):
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.config import SearchConfig

@@ -275,7 +275,7 @@ class RunControl:
         if self.controller.running:
             return
         if not known:
-            self.status.show_count(0, None)
+            self.status.clear_count()
             return
         # the same count, from the same index, as the targets table and the tree (gui.counts)
         self.status.show_count(count(self.session.nodes().values()).candidates,

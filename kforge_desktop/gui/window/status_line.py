@@ -10,6 +10,15 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QStyle, QWidget
 from ...search import events as ev
 
 
+class _Part(QLabel):
+    """A label of the bar shown only while it says something: an empty one would still take its margins and
+    spacing (18 px each) from the message's room and leave gaps between the others."""
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
+        super().setText(text)
+        self.setVisible(bool(text))
+
+
 class StatusLine:
     """The status bar: a passing message on the left; phase, device, model, model speed, search rate,
     the model's yield, progress and ETA on the right."""
@@ -21,10 +30,11 @@ class StatusLine:
         self._permanent: list[QWidget] = []  # right of the message, in order
 
         def label(name: str, tip: str) -> QLabel:
-            lab = QLabel("", win)
+            lab = _Part("", win)
             lab.setObjectName(name)
             lab.setToolTip(tip)
             sb.addPermanentWidget(lab)
+            lab.setVisible(False)
             self._permanent.append(lab)
             return lab
 
@@ -44,6 +54,7 @@ class StatusLine:
         self.progress_bar.setFixedHeight(10)
         self.progress_bar.setTextVisible(False)
         sb.addPermanentWidget(self.progress_bar)
+        self.progress_bar.setVisible(False)  # until there is a count to show
         self._permanent.append(self.progress_bar)
         self.eta_label = label("etaLabel", "Estimated time to the end of the budget")
 
@@ -79,9 +90,15 @@ class StatusLine:
         for lab in (self.tps_label, self.rate_label, self.eta_label):
             lab.setText("")
 
+    def clear_count(self) -> None:
+        """No session: no count and no bar."""
+        self.progress_label.setText("")
+        self.progress_bar.setVisible(False)
+
     def show_count(self, done: int, budget: int | None) -> None:
         self.progress_bar.setMaximum(max(budget or 0, done, 1))
         self.progress_bar.setValue(done)
+        self.progress_bar.setVisible(True)
         self.progress_label.setText(f"{done} of {budget} candidates" if budget else f"{done} candidates")
 
     def show_phase_note(self, text: str, tip: str) -> None:
