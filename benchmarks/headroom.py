@@ -39,6 +39,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -94,12 +95,20 @@ def _load(scaffold, code: str, name: str, ref_model, init_inputs):
     return model.eval()
 
 
-def measure(path: Path, runs: int, serial: bool = False, exp: bool = False) -> dict:
+class Setup(NamedTuple):
+    problem: object
+    scaffold: object
+    ref_mod: object
+    init_inputs: list
+    ref_model: object
+    inputs: list
+    seeds: list  # (directive, code, note) as a search places them, kernel memory left out
+
+
+def setup(path: Path) -> Setup:
+    """A problem as the evaluator's worker sets it up (the reference built under the reserved seed), with its seeds."""
     import torch
 
-    from kforge_desktop.csource.items import function_text
-    from kforge_desktop.kernels.timing import time_interleaved
-    from kforge_desktop.kernels.verify import compare
     from kforge_desktop.kernels.worker import RESERVED_SEED
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.scaffold import build_scaffold
@@ -112,11 +121,23 @@ def measure(path: Path, runs: int, serial: bool = False, exp: bool = False) -> d
     torch.manual_seed(RESERVED_SEED)
     ref_model = ref_mod.Model(*init_inputs).eval()
     inputs = list(ref_mod.get_inputs())
+    return Setup(problem, scaffold, ref_mod, init_inputs, ref_model, inputs,
+                 list(seed_kernels(problem, scaffold, memory=False)))
+
+
+def measure(path: Path, runs: int, serial: bool = False, exp: bool = False) -> dict:
+    import torch
+
+    from kforge_desktop.csource.items import function_text
+    from kforge_desktop.kernels.timing import time_interleaved
+    from kforge_desktop.kernels.verify import compare
+
+    problem, scaffold, ref_mod, init_inputs, ref_model, inputs, seed_list = setup(path)
     expected = ref_model(*inputs)
     tag = re.sub(r"\W", "_", problem.name)
     contenders = {"eager": lambda: ref_model(*inputs)}
     seeds, fast_exp = [], None
-    for i, (directive, code, _note) in enumerate(seed_kernels(problem, scaffold, memory=False)):
+    for i, (directive, code, _note) in enumerate(seed_list):
         model = _load(scaffold, code, f"headroom_{tag}_seed{i}", ref_model, init_inputs)
         if not compare(model(*inputs), expected, getattr(ref_mod, "tolerance", None)).ok:
             raise SystemExit(f"{path}: seed {directive} is not correct here; run generalize.py --check")
