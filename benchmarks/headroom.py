@@ -28,7 +28,7 @@ logsumexp, cross-entropy, ...): the floor reads nothing but adds, so where the s
 headroom overstates the room. The **exp floor** passes every float input value through the seed's own ``fast_exp``
 (the row-softmax exemplar's, 4.5e-6 relative error) before it is summed: one exp per value and nothing else, no
 maximum first, no second pass. A kernel with the same exp that computes one per input value cannot be faster. A masked
-softmax needs exps only where the mask keeps a value, so its exp floor is not a bound there (marked in the notes).
+softmax needs exps only where the mask keeps a value, so its exp floor is not a bound there.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ sys.path.insert(0, str(HERE))
 from generalize import HALVES, TARGET_GAIN, problems  # noqa: E402
 
 
-def floor_kernel(scaffold) -> str:
+def floor_kernel(scaffold, value=lambda a: f"(float){a.name}[i]") -> str:
     """The problem's kernel signature with the least a correct kernel must do: every input and parameter
-    value read once, every output value written once (the sum of all that was read, so nothing is skipped)."""
+    value read once, every output value written once (the sum of all that was read, so nothing is skipped).
+    ``value(arg)`` is what is summed of each value of ``arg``."""
     reads, writes = [], []
     for a in scaffold.args:
         if a.role not in ("input", "param", "output") or "*" not in a.ctype:
@@ -62,19 +63,20 @@ def floor_kernel(scaffold) -> str:
             writes.append(f"    #pragma omp for simd\n    for (int64_t i = 0; i < {n}; ++i) {a.name}[i] = total;")
         else:
             reads.append(f"    #pragma omp for simd reduction(+ : total)\n"
-                         f"    for (int64_t i = 0; i < {n}; ++i) total += (float){a.name}[i];")
+                         f"    for (int64_t i = 0; i < {n}; ++i) total += {value(a)};")
     body = "\n".join(reads + writes)  # one parallel region; each loop ends on the threads' barrier
     return f"{scaffold.signature()} {{\n    float total = 0.0f;\n    #pragma omp parallel\n    {{\n{body}\n    }}\n}}\n"
 
 
 def exp_floor_kernel(scaffold, fast_exp: str) -> str:
-    """The floor of a problem that must compute an exp of every input value: the floor kernel with each float
-    input value passed through the seed's own ``fast_exp`` before it is summed (one exp per value, nothing else)."""
-    body = floor_kernel(scaffold)
-    for a in scaffold.args:
-        if a.role == "input" and a.ctype.replace("const", "").strip() == "float*":
-            body = body.replace(f"total += (float){a.name}[i];", f"total += fast_exp((float){a.name}[i]);")
-    return "#include <cstdint>\n#include <cstring>\n" + fast_exp + "\n" + body
+    """The floor of a problem that must compute an exp of every input value: each float input value passed
+    through the seed's own ``fast_exp`` (given as its definition) before it is summed (one exp per value)."""
+
+    def value(a) -> str:
+        exp = a.role == "input" and a.ctype.replace("const", "").strip() == "float*"
+        return f"fast_exp((float){a.name}[i])" if exp else f"(float){a.name}[i]"
+
+    return "#include <cstdint>\n#include <cstring>\n" + fast_exp + "\n" + floor_kernel(scaffold, value)
 
 
 def serialized(code: str) -> str:
