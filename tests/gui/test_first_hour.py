@@ -212,6 +212,24 @@ def test_the_status_bar_shows_no_empty_parts(qtbot, make_window, verdict_session
     assert all(text != "" for name, text in parts.items() if name != "progressBar"), parts
 
 
+def test_a_session_without_a_stored_budget_shows_its_count_alone(qtbot, make_window, verdict_session):
+    """A session whose search stored no budget (written by an older version, or by a script) is not "7 of 2
+    candidates": the toolbar's budget is the next search's, not this session's."""
+    import sqlite3
+
+    path, _ids = verdict_session
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM search_state")
+    w = make_window()
+    w.budget_spin.setValue(2)
+    assert w.open_session(path)
+    assert w.session.budget() is None
+    qtbot.wait(20)
+    text = w.status_line.progress_label.text()
+    done = int(text.split()[0])
+    assert done > 2 and text == f"{done} candidates"
+
+
 def test_start_is_off_while_another_process_searches_the_session(qtbot, make_window, gui_env):
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.config import SearchConfig

@@ -278,8 +278,9 @@ class RunControl:
             self.status.clear_count()
             return
         # the same count, from the same index, as the targets table and the tree (gui.counts)
-        self.status.show_count(count(self.session.nodes().values()).candidates,
-                               self.session.budget() or self.bar.budget())
+        done = count(self.session.nodes().values()).candidates
+        # "of N" is the session's own budget; the toolbar's is the next search's, so it is shown only before a first one
+        self.status.show_count(done, self.session.budget() or (self.bar.budget() if not done else None))
 
     def _finished(self, f: ev.Finished) -> None:
         self.session.refresh()
