@@ -17,6 +17,12 @@
    problem) the answers, those with code, the correct ones, the correct ones that are *not* a near-copy
    of a seed or of the exemplar the prompt showed (same up to whitespace, comments, includes, helper order
    and local names: ``csource.normalize``), and the best correct candidate against eager and torch.compile.
+
+Samples of problems kept elsewhere (the generalization benchmark's halves) name their folder with
+``--problems benchmarks/problems_generalize`` in steps 2 and 3; a problem file is looked up there or one folder
+below it. "A seed" is every kernel a search places (``search.setup.seed_kernels``: the fitting exemplars, else
+the reference lowered to loops), taken without the user's kernel memory: sample with an empty
+``KFORGE_MEMORY_DIR``.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ SAMPLES = REPO / "benchmarks" / "results" / "gpu_samples"
 PROBLEMS = REPO / "benchmarks" / "problems_gpu"
 
 
+def problem_file(name: str, problems: Path = PROBLEMS) -> Path:
+    """``<name>.py`` in ``problems``, or in one of its folders (``problems_generalize`` keeps a half in each)."""
+    found = [problems / f"{name}.py"] if (problems / f"{name}.py").exists() else sorted(problems.glob(f"*/{name}.py"))
+    if len(found) != 1:
+        raise SystemExit(f"{name}: {'no' if not found else 'more than one'} problem file of that name in {problems}")
+    return found[0]
+
+
 def folders(root: Path = SAMPLES) -> list[tuple[str, str, Path]]:
     """(language, problem, folder) for every sample folder (``<problem>`` or ``<problem>.<anything>``,
     such as ``softmax.s1`` for the samples of another seed or ``softmax.edit`` for edits of the seed)."""
@@ -41,7 +55,7 @@ def folders(root: Path = SAMPLES) -> list[tuple[str, str, Path]]:
             for d in sorted(lang.iterdir()) if d.is_dir()]
 
 
-def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES) -> int:
+def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES, problems: Path = PROBLEMS) -> int:
     """One ``kforge eval`` per problem over all its samples (every language and seed): the workers build
     them in parallel, and the reference and torch.compile are set up once per problem."""
     import shutil
@@ -59,7 +73,7 @@ def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES) -> int:
                 shutil.copy(f, flat)
                 original[flat.name] = "/".join(f.parts[-3:])
             try:
-                run = subprocess.run([sys.executable, "-m", "kforge_desktop", "eval", str(PROBLEMS / f"{name}.py"), tmp,
+                run = subprocess.run([sys.executable, "-m", "kforge_desktop", "eval", str(problem_file(name, problems)), tmp,
                                       "--device", "cuda", "--json", "--runs", str(runs)], cwd=REPO, capture_output=True,
                                      text=True, timeout=timeout)
             except subprocess.TimeoutExpired as err:
@@ -80,7 +94,7 @@ def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES) -> int:
     return 0
 
 
-def _copy_of_seed(path: Path, lang: str, problem_name: str) -> bool | None:
+def _copy_of_seed(path: Path, lang: str, problem_name: str, problems: Path = PROBLEMS) -> bool | None:
     """True when the candidate's kernel is a seed a search places (an exemplar fitted to the problem) or the
     example its prompt showed, up to whitespace, comments, includes, helper order and local names (CUDA
     only): a copy, not a kernel of the model's own."""
@@ -91,21 +105,22 @@ def _copy_of_seed(path: Path, lang: str, problem_name: str) -> bool | None:
     from kforge_desktop.search.answers import example_norm
     from kforge_desktop.search.exemplars import best_exemplar, seed_exemplars
     from kforge_desktop.search.scaffold import kernel_of_module
-    from kforge_desktop.search.setup import try_scaffold
+    from kforge_desktop.search.setup import seed_kernels, try_scaffold
 
-    problem = load_problem(PROBLEMS / f"{problem_name}.py")
+    problem = load_problem(problem_file(problem_name, problems))
     scaffold = try_scaffold(problem, "cuda")
     kernel = kernel_of_module(path.read_text())
     if kernel is None or scaffold is None:
         return None
     shown = best_exemplar(scaffold, problem.source, memory=False)
-    known = {example_norm(code, "cuda") for _, code in seed_exemplars(scaffold, problem.source, limit=3)}
+    known = {example_norm(code, "cuda") for _, code in seed_exemplars(scaffold, problem.source, limit=3, memory=False)}
+    known |= {example_norm(code, "cuda") for _, code, _ in seed_kernels(problem, scaffold, memory=False)}
     if shown is not None:
         known.add(example_norm(shown[1], "cuda"))
     return normalize_code(kernel, "cuda") in known
 
 
-def reshape(jsonl: Path, root: Path, out: Path) -> int:
+def reshape(jsonl: Path, root: Path, out: Path, problems: Path = PROBLEMS) -> int:
     """The candidates that failed to build in ``jsonl``, shaped again by the current code as a search shapes
     an answer (an edit merged into its seed, unreachable functions dropped, compiler-reported slips fixed);
     those that now build (nvcc here, no GPU needed) are written below ``out`` for another ``--evaluate``."""
@@ -113,8 +128,8 @@ def reshape(jsonl: Path, root: Path, out: Path) -> int:
     from kforge_desktop.kernels.native import syntax_check
     from kforge_desktop.problem.problem import load_problem
     from kforge_desktop.search.answers import autofix_kernel
-    from kforge_desktop.search.exemplars import seed_exemplars
     from kforge_desktop.search.scaffold import build_scaffold, kernel_of_module
+    from kforge_desktop.search.setup import seed_kernels
 
     written = 0
     for line in jsonl.read_text().splitlines():
@@ -122,11 +137,11 @@ def reshape(jsonl: Path, root: Path, out: Path) -> int:
         if v.get("status") != "compile_error":
             continue
         f = root / v["candidate"]
-        problem = load_problem(PROBLEMS / f"{f.parent.name.split('.')[0]}.py")
+        problem = load_problem(problem_file(f.parent.name.split(".")[0], problems))
         scaffold = build_scaffold(problem, f.parts[-3])
         kernel = kernel_of_module(f.read_text()) or ""
         if f.parent.name.endswith(".edit"):  # an edit: merged into the seed it changed, pruned again
-            kernel = prune_unreachable(merge_functions(seed_exemplars(scaffold, problem.source)[0][1], kernel))
+            kernel = prune_unreachable(merge_functions(seed_kernels(problem, scaffold, memory=False)[0][1], kernel))
         kernel, note = autofix_kernel(scaffold, kernel)
         err = syntax_check(scaffold.kernel_file(kernel), scaffold.language)
         print(f"{v['candidate']}: {note or 'no fix'}; {'builds' if not err else err.splitlines()[0][:100]}")
@@ -139,7 +154,7 @@ def reshape(jsonl: Path, root: Path, out: Path) -> int:
     return 0
 
 
-def report(jsonl: Path, root: Path = SAMPLES) -> str:
+def report(jsonl: Path, root: Path = SAMPLES, problems: Path = PROBLEMS) -> str:
     verdicts: dict[str, dict] = {}  # candidate path below the samples folder -> verdict
     for line in jsonl.read_text().splitlines():
         v = json.loads(line)
@@ -160,7 +175,7 @@ def report(jsonl: Path, root: Path = SAMPLES) -> str:
                 continue
             if v.get("status") == "ok" and not v.get("library_calls"):
                 ok += 1
-                if _copy_of_seed(f, lang, name) is not True:
+                if _copy_of_seed(f, lang, name, problems) is not True:
                     different += 1
                 s, c = v.get("speedup"), v.get("speedup_compile")
                 best = max(best or 0.0, s or 0.0)
@@ -183,17 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=10, help="timed rounds per candidate (--evaluate)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per problem (--evaluate)")
     ap.add_argument("--samples", default=str(SAMPLES), help="the folder of <language>/<problem>[.what] sample folders")
+    ap.add_argument("--problems", default=str(PROBLEMS),
+                    help="the folder of the problems the samples were written for (or of folders of them)")
     ap.add_argument("--reshape", nargs=2, default=None, metavar=("JSONL", "OUT"),
                     help="shape the candidates that failed to build again with the current code; write those that "
                          "build below OUT")
     args = ap.parse_args(argv)
     if args.evaluate:
         root = Path(args.samples)
-        return evaluate(Path(os.environ.get("OUT", str(root))) / "gpu_samples.jsonl", args.runs, args.timeout, root)
+        return evaluate(Path(os.environ.get("OUT", str(root))) / "gpu_samples.jsonl", args.runs, args.timeout, root,
+                        Path(args.problems))
     if args.reshape:
-        return reshape(Path(args.reshape[0]), Path(args.samples), Path(args.reshape[1]))
+        return reshape(Path(args.reshape[0]), Path(args.samples), Path(args.reshape[1]), Path(args.problems))
     if args.report:
-        print(report(Path(args.report), Path(args.samples)))
+        print(report(Path(args.report), Path(args.samples), Path(args.problems)))
         return 0
     ap.print_help()
     return 2

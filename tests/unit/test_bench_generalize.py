@@ -116,3 +116,26 @@ def test_the_headroom_floor_reads_every_input_value_and_writes_every_output_valu
     expected = logits.double().sum() + labels.double().sum()
     assert out.shape == (logits.shape[0],)
     assert torch.allclose(out.double(), torch.full_like(out.double(), expected.item()), rtol=1e-4)
+
+
+def test_a_cuda_sample_that_hands_back_the_lowered_seed_is_a_copy(tmp_path):
+    """The GPU sample table counts a kernel "not a seed" only when it differs from every kernel a search places:
+    for a problem no exemplar fits, that is the reference lowered to loops (renamed locals do not make it new)."""
+    spec = importlib.util.spec_from_file_location("gpu_samples_bench", BENCH / "gpu_samples.py")
+    g = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(g)
+    from kforge_desktop.search.setup import LOWERED_SEED, seed_kernels
+
+    problems = BENCH / "problems_generalize"
+    path = g.problem_file("log_softmax", problems)
+    assert path == problems / "dev" / "log_softmax.py"
+    problem = load_problem(path)
+    scaffold = build_scaffold(problem, "cuda")
+    [(directive, lowered, _note)] = seed_kernels(problem, scaffold, memory=False)
+    assert directive == LOWERED_SEED
+    sample = tmp_path / "cuda" / "log_softmax.edit" / "candidate_000.py"
+    sample.parent.mkdir(parents=True)
+    sample.write_text(scaffold.module_source(lowered.replace("v_amax", "row_max")))
+    assert g._copy_of_seed(sample, "cuda", "log_softmax", problems) is True
+    sample.write_text(scaffold.module_source(lowered.replace("c += 32", "c += 32 /* */").replace("expf(", "__expf(")))
+    assert g._copy_of_seed(sample, "cuda", "log_softmax", problems) is False
