@@ -1,0 +1,59 @@
+"""Candidate for l1_normalize: a scaffolded ModelNew around a native kernel."""
+import torch
+import torch.nn as nn
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+#include <cfloat>
+
+// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the outputs.
+// Correct by construction, not fast: each reduction reads the row again.
+__global__ void lowered_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;  // a warp a row
+    const int lane = threadIdx.x % 32;
+    if (r < rows) {
+        float v_sum_1 = 0.0f;
+        for (int64_t c = lane; c < cols; c += 32) {
+            const float v_abs_1 = fabsf(x[r * cols + c]);
+            v_sum_1 += v_abs_1;
+        }
+        for (int k = 16; k > 0; k >>= 1) v_sum_1 += __shfl_xor_sync(0xffffffff, v_sum_1, k);
+        const float v_clamp = fmaxf(v_sum_1, 1e-06f);
+        for (int64_t c = lane; c < cols; c += 32) {
+            const float v_div = (x[r * cols + c] / v_clamp);
+            out[r * cols + c] = v_div;
+        }
+    }
+}
+
+extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0) return;
+    // Tune the block size for occupancy: pick the block size from the row length, several rows per block when rows are short, enough blocks to fill every SM.
+    int block_size = 32;
+    if (rows <= 256) block_size = 32;
+    else if (rows <= 512) block_size = 64;
+    else if (rows <= 1024) block_size = 128;
+    else if (rows <= 2048) block_size = 256;
+    else if (rows <= 4096) block_size = 512;
+    else if (rows <= 8192) block_size = 1024;
+    else block_size = 2048;
+    // Pick the grid size based on the block size and the number of rows.
+    int grid_size = (int64_t)(rows / block_size) + (rows % block_size > 0);
+    lowered_rows<<<grid_size, block_size, 0, stream>>>(x, out, rows, cols);
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cuda")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        _lib.kernel_forward(x, out, x.numel() // x.shape[-1], x.shape[-1])
+        return out
