@@ -41,10 +41,28 @@ _STD_HEADERS = {
 _INT_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
                              r"[‘'`](?:std::)?(?:max|min)\((?:\s*(?:const\s+)?(?:(?:long |unsigned |short )*(?:int|long)|"
                              r"u?int(?:64|32|16)_t|size_t)&?,?)+\)")
+# std::min(512, std::ceil(n / 8.0)) in a launch shape: an integer and a floating type, and the template cannot deduce
+# one; the declaration the line makes says which (``int block = ...``: ``std::min<int64_t>``)
+_INT_TYPE = r"(?:const\s+)?(?:(?:long |unsigned |short )*(?:int|long)|u?int(?:64|32|16)_t|size_t)&?"
+_REAL_TYPE = r"(?:const\s+)?(?:float|double|__gnu_cxx::__enable_if<true, (?:float|double)>::__type)&?"  # g++: std::ceil(int)
+_NUM_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
+                             rf"[‘'`](?:std::)?(?:max|min)\(\s*(?:{_INT_TYPE},\s*{_REAL_TYPE}|{_REAL_TYPE},\s*{_INT_TYPE})\)")
+_DECLARED_TYPE = re.compile(r"^\s*(?:const\s+)?(?:(int|int64_t|int32_t|long|size_t|unsigned)|(float|double))\s+\w+\s*=")
 # nvcc's messages, in the form g++ gives the same errors (the fixes below read g++'s)
 _NVCC_ERR = re.compile(r"^kernel\.cu\((\d+)\): error: ([^\n]*)((?:\n(?!kernel\.cu\(|\S)[^\n]*)*)", re.M)
 _NVCC_TYPES = {"long": "long int", "int64_t": "long int", "int32_t": "int", "size_t": "long unsigned int",
                "unsigned long": "long unsigned int", "long long": "long long int"}
+
+
+def _assigned_name(context: str) -> str | None:
+    """The variable an nvcc "modifiable lvalue" error points at: the name under its caret
+    (``if (e > rows) e = rows;`` with ``^`` under the second ``e``), else the one a line starts by assigning."""
+    shown = context.split("\n")
+    for k in range(1, len(shown)):
+        if shown[k].strip() == "^" and (m := re.match(r"\w+", shown[k - 1][shown[k].index("^"):])):
+            return m.group(0)
+    a = re.search(r"^\s*(\w+)\s*[-+*/]?=", context, re.M)
+    return a.group(1) if a else None
 
 
 def _gcc_form(errors: str) -> str:
@@ -61,8 +79,8 @@ def _gcc_form(errors: str) -> str:
         elif c := re.match(r'a value of type "const (\w+) \*" cannot be used to initialize an entity of type '
                            r'"(\w+) \*"', msg):
             extra.append(f"{at}invalid conversion from ‘const {c.group(1)}*’ to ‘{c.group(2)}*’")
-        elif msg == "expression must be a modifiable lvalue" and (a := re.search(r"^\s*(\w+)\s*[-+*/]?=", context, re.M)):
-            extra.append(f"{at}assignment of read-only variable ‘{a.group(1)}’")
+        elif msg == "expression must be a modifiable lvalue" and (name := _assigned_name(context)):
+            extra.append(f"{at}assignment of read-only variable ‘{name}’")
         elif (o := re.match(r'no instance of overloaded function "(?:std::)?(max|min)" matches the argument list', msg)) \
                 and (t := re.search(r"argument types are: \(([^)]*)\)", context)):
             names = [re.sub(r"^const\s+", "", x.strip()) for x in t.group(1).split(",")]
@@ -312,8 +330,10 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - functions that do not exist in C++: ``std::rsqrt``, ``rsqrtf`` on the CPU, ``std::pi``;
     - a local declared ``const`` and assigned later; a local nothing reads whose initializer uses an
       undeclared name (dropped);
-    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``), and two
-      integer types there (``std::min(rows / 2, 32)`` with an ``int64_t rows``: ``std::min<int64_t>``);
+    - a double literal beside a float in ``std::max``/``std::min`` (``std::max(v, 1e-12)``: ``1e-12f``), two
+      integer types there (``std::min(rows / 2, 32)`` with an ``int64_t rows``: ``std::min<int64_t>``), and an
+      integer beside a floating value in a declaration (``int b = std::min(512, std::ceil(n / 8.0));``: the
+      declared kind, ``std::min<int64_t>``);
     - a pointer into an output declared ``const`` and passed to a helper that writes through it;
     - a standard name used without its header (``std::vector``, ``std::inner_product``);
     - a loop's body that still uses the variable of a loop that ended before it (``_rename_loop_variable``);
@@ -400,6 +420,15 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
                 lines[idx] = fixed
                 if "int64_t in std::max/min" not in notes:
                     notes.append("int64_t in std::max/min")
+    for m in _NUM_MINMAX_ERR.finditer(errors):  # an integer and a floating type: the declared variable's type
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and (d := _DECLARED_TYPE.match(lines[idx])):
+            kind = "int64_t" if d.group(1) else "float"
+            fixed = re.sub(r"\bstd::(max|min)\s*\(", rf"std::\1<{kind}>(", lines[idx])
+            if fixed != lines[idx]:
+                lines[idx] = fixed
+                if f"{kind} in std::max/min" not in notes:
+                    notes.append(f"{kind} in std::max/min")
     for m in _NO_RETURN_ERR.finditer(errors):  # promises a value, returns none, and no caller reads one: void
         idx = int(m.group(1)) - 1 - offset
         if 0 <= idx < len(lines) and _void_unused(lines, idx):

@@ -172,6 +172,37 @@ def test_nvccs_messages_get_the_same_fixes_as_gccs():
     assert "kernel.cu:12:1: error: ‘tile’ was not declared in this scope" in said
 
 
+# launch shapes as the default model rewrote lowered CUDA seeds (benchmarks/results/gpu_samples_r76_dev: log_softmax,
+# cumsum_rows, padding_masked_softmax and bias_leaky_relu_scale): a std::ceil beside an integer in std::min/max, and a
+# const local clamped by an ``if`` on the same line
+CEIL_LAUNCH = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols{stream}) {{\n'
+               "    int64_t block_size = std::min(128, std::max(32, std::ceil((rows * 32 + 255) / 256)));\n"
+               "    const float share = std::max(std::ceil(rows / 8.0), 1);\n"
+               "    const int64_t e = rows + 32;\n"
+               "    if (e > rows) e = rows;  // ensure we don't overflow\n"
+               "    for (int64_t i = 0; i < e * cols; ++i) out[i] = x[i] * (float)block_size * share;\n"
+               "}}\n")
+
+
+@pytest.mark.parametrize("language", ["cpp", "cuda"])
+def test_a_ceil_beside_an_integer_in_std_min_takes_the_declared_type_and_an_if_clamped_const_loses_const(language):
+    """3 of the 10 dev CUDA samples that did not build wrote ``std::min(512, std::ceil(...))`` (an integer and a
+    double: no ``std::min`` deduces one type); one clamped a const by ``if (e > rows) e = rows;``, which nvcc
+    reports without naming the variable. The declaration says the type; the caret says the variable."""
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    if language == "cuda" and shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"):
+        pytest.skip("nvcc is not installed here: CUDA kernels cannot be syntax-checked on this machine")
+    kernel = CEIL_LAUNCH.format(stream=", cudaStream_t stream" if language == "cuda" else "")
+    assert syntax_check(PRELUDE[language] + "\n" + kernel, language)  # rejected as the model wrote it
+    fixed, notes = _fixed_until_clean(kernel, language)
+    assert not syntax_check(PRELUDE[language] + "\n" + fixed, language), fixed
+    assert "std::min<int64_t>(128, std::max<int64_t>(32, std::ceil(" in fixed
+    assert "std::max<float>(std::ceil(rows / 8.0), 1)" in fixed and "    int64_t e = rows + 32;" in fixed
+    assert set(notes) == {"int64_t in std::max/min", "float in std::max/min", "const dropped from an assigned variable"}
+
+
 # two helpers of the default model's CUDA fast-math edits (benchmarks/results/gpu_samples_r37: group_norm_silu and
 # gelu_tanh_bias), both build failures as written
 FAST_MATH_HELPERS = (
