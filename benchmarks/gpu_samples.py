@@ -120,10 +120,24 @@ def _copy_of_seed(path: Path, lang: str, problem_name: str, problems: Path = PRO
     return normalize_code(kernel, "cuda") in known
 
 
-def reshape(jsonl: Path, root: Path, out: Path, problems: Path = PROBLEMS) -> int:
-    """The candidates that failed to build in ``jsonl``, shaped again by the current code as a search shapes
-    an answer (an edit merged into its seed, unreachable functions dropped, compiler-reported slips fixed);
-    those that now build (nvcc here, no GPU needed) are written below ``out`` for another ``--evaluate``."""
+def _failed_builds(jsonl: Path | None, root: Path) -> list[Path]:
+    """The samples whose verdict in ``jsonl`` is a compile error; with no verdicts yet (``-``), those whose CUDA
+    kernel nvcc rejects here."""
+    if jsonl is not None:
+        return [root / v["candidate"] for v in map(json.loads, jsonl.read_text().splitlines())
+                if v.get("status") == "compile_error"]
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE, kernel_of_module
+
+    return [f for lang, _name, folder in folders(root) if lang == "cuda" for f in sorted(folder.glob("candidate_*.py"))
+            if syntax_check(PRELUDE["cuda"] + "\n" + (kernel_of_module(f.read_text()) or ""), "cuda")]
+
+
+def reshape(jsonl: Path | None, root: Path, out: Path, problems: Path = PROBLEMS) -> int:
+    """The candidates that failed to build (in ``jsonl``, or here when it is None), shaped again by the current code
+    as a search shapes an answer (an edit merged into its seed, unreachable functions dropped, compiler-reported
+    slips fixed); those that now build (nvcc here, no GPU needed) are written below ``out`` for another
+    ``--evaluate``."""
     from kforge_desktop.csource.items import merge_functions, prune_unreachable
     from kforge_desktop.kernels.native import syntax_check
     from kforge_desktop.problem.problem import load_problem
@@ -132,19 +146,15 @@ def reshape(jsonl: Path, root: Path, out: Path, problems: Path = PROBLEMS) -> in
     from kforge_desktop.search.setup import seed_kernels
 
     written = 0
-    for line in jsonl.read_text().splitlines():
-        v = json.loads(line)
-        if v.get("status") != "compile_error":
-            continue
-        f = root / v["candidate"]
+    for f in _failed_builds(jsonl, root):
         problem = load_problem(problem_file(f.parent.name.split(".")[0], problems))
         scaffold = build_scaffold(problem, f.parts[-3])
         kernel = kernel_of_module(f.read_text()) or ""
-        if f.parent.name.endswith(".edit"):  # an edit: merged into the seed it changed, pruned again
+        if "edit" in f.parent.name.split(".")[1:]:  # an edit: merged into the seed it changed, pruned again
             kernel = prune_unreachable(merge_functions(seed_kernels(problem, scaffold, memory=False)[0][1], kernel))
         kernel, note = autofix_kernel(scaffold, kernel)
         err = syntax_check(scaffold.kernel_file(kernel), scaffold.language)
-        print(f"{v['candidate']}: {note or 'no fix'}; {'builds' if not err else err.splitlines()[0][:100]}")
+        print(f"{'/'.join(f.parts[-3:])}: {note or 'no fix'}; {'builds' if not err else err.splitlines()[0][:100]}")
         if not err:
             target = out / "/".join(f.parts[-3:])
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -201,15 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", default=str(PROBLEMS),
                     help="the folder of the problems the samples were written for (or of folders of them)")
     ap.add_argument("--reshape", nargs=2, default=None, metavar=("JSONL", "OUT"),
-                    help="shape the candidates that failed to build again with the current code; write those that "
-                         "build below OUT")
+                    help="shape the candidates that failed to build (JSONL's compile errors, or nvcc's here for -) "
+                         "again with the current code; write those that build below OUT")
     args = ap.parse_args(argv)
     if args.evaluate:
         root = Path(args.samples)
         return evaluate(Path(os.environ.get("OUT", str(root))) / "gpu_samples.jsonl", args.runs, args.timeout, root,
                         Path(args.problems))
     if args.reshape:
-        return reshape(Path(args.reshape[0]), Path(args.samples), Path(args.reshape[1]), Path(args.problems))
+        verdicts = None if args.reshape[0] == "-" else Path(args.reshape[0])
+        return reshape(verdicts, Path(args.samples), Path(args.reshape[1]), Path(args.problems))
     if args.report:
         print(report(Path(args.report), Path(args.samples), Path(args.problems)))
         return 0
