@@ -95,9 +95,9 @@ def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES, problem
 
 
 def _copy_of_seed(path: Path, lang: str, problem_name: str, problems: Path = PROBLEMS) -> bool | None:
-    """True when the candidate's kernel is a seed a search places (an exemplar fitted to the problem) or the
-    example its prompt showed, up to whitespace, comments, includes, helper order and local names (CUDA
-    only): a copy, not a kernel of the model's own."""
+    """True when the candidate's kernel is a seed a search places (an exemplar fitted to the problem, or the lowered
+    reference where none fits) or the example its prompt showed, up to whitespace, comments, includes, helper order
+    and local names (CUDA only): a copy, not a kernel of the model's own."""
     if lang != "cuda":
         return None
     from kforge_desktop.csource.normalize import normalize_code

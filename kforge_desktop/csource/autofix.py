@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from .items import ENTRY, function_head, split_items
+from .nvcc_form import gcc_form as _gcc_form
 
 _CONST_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: invalid conversion from [‘'`]const (\w+)\s*\*[’'`] to "
                         r"[‘'`](\w+)\s*\*[’'`]")
@@ -38,59 +39,15 @@ _STD_HEADERS = {
     "out_of_range": "stdexcept", "numeric_limits": "limits",
 }
 # std::min(rows / 2, 32) with an int64_t rows: two integer types, and the template cannot deduce one
+_INT_TYPE = r"(?:const\s+)?(?:(?:long |unsigned |short )*(?:int|long)|u?int(?:64|32|16)_t|size_t)&?"
 _INT_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
-                             r"[‘'`](?:std::)?(?:max|min)\((?:\s*(?:const\s+)?(?:(?:long |unsigned |short )*(?:int|long)|"
-                             r"u?int(?:64|32|16)_t|size_t)&?,?)+\)")
+                             rf"[‘'`](?:std::)?(?:max|min)\((?:\s*{_INT_TYPE},?)+\)")
 # std::min(512, std::ceil(n / 8.0)) in a launch shape: an integer and a floating type, and the template cannot deduce
 # one; the declaration the line makes says which (``int block = ...``: ``std::min<int64_t>``)
-_INT_TYPE = r"(?:const\s+)?(?:(?:long |unsigned |short )*(?:int|long)|u?int(?:64|32|16)_t|size_t)&?"
 _REAL_TYPE = r"(?:const\s+)?(?:float|double|__gnu_cxx::__enable_if<true, (?:float|double)>::__type)&?"  # g++: std::ceil(int)
 _NUM_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
                              rf"[‘'`](?:std::)?(?:max|min)\(\s*(?:{_INT_TYPE},\s*{_REAL_TYPE}|{_REAL_TYPE},\s*{_INT_TYPE})\)")
 _DECLARED_TYPE = re.compile(r"^\s*(?:const\s+)?(?:(int|int64_t|int32_t|long|size_t|unsigned)|(float|double))\s+\w+\s*=")
-# nvcc's messages, in the form g++ gives the same errors (the fixes below read g++'s)
-_NVCC_ERR = re.compile(r"^kernel\.cu\((\d+)\): error: ([^\n]*)((?:\n(?!kernel\.cu\(|\S)[^\n]*)*)", re.M)
-_NVCC_TYPES = {"long": "long int", "int64_t": "long int", "int32_t": "int", "size_t": "long unsigned int",
-               "unsigned long": "long unsigned int", "long long": "long long int"}
-
-
-def _assigned_name(context: str) -> str | None:
-    """The variable an nvcc "modifiable lvalue" error points at: the name under its caret
-    (``if (e > rows) e = rows;`` with ``^`` under the second ``e``), else the one a line starts by assigning."""
-    shown = context.split("\n")
-    for k in range(1, len(shown)):
-        if shown[k].strip() == "^" and (m := re.match(r"\w+", shown[k - 1][shown[k].index("^"):])):
-            return m.group(0)
-    a = re.search(r"^\s*(\w+)\s*[-+*/]?=", context, re.M)
-    return a.group(1) if a else None
-
-
-def _gcc_form(errors: str) -> str:
-    """``errors`` with nvcc's messages (``kernel.cu(69): error: expression must be a modifiable lvalue`` and
-    the source line below it) also written as g++ writes the same error, so that one set of fixes serves
-    both compilers: an undefined identifier, a const pointer initializing a mutable one, an assignment
-    to a const local, a std::min/max of two types; any other error keeps its line (``kernel.cu:69:1:``)."""
-    extra = []
-    for m in _NVCC_ERR.finditer(errors):
-        line, msg, context = m.group(1), m.group(2).strip(), m.group(3)
-        at = f"kernel.cu:{line}:1: error: "
-        if u := re.match(r'identifier "(\w+)" is undefined', msg):
-            extra.append(f"{at}‘{u.group(1)}’ was not declared in this scope")
-        elif c := re.match(r'a value of type "const (\w+) \*" cannot be used to initialize an entity of type '
-                           r'"(\w+) \*"', msg):
-            extra.append(f"{at}invalid conversion from ‘const {c.group(1)}*’ to ‘{c.group(2)}*’")
-        elif msg == "expression must be a modifiable lvalue" and (name := _assigned_name(context)):
-            extra.append(f"{at}assignment of read-only variable ‘{name}’")
-        elif (o := re.match(r'no instance of overloaded function "(?:std::)?(max|min)" matches the argument list', msg)) \
-                and (t := re.search(r"argument types are: \(([^)]*)\)", context)):
-            names = [re.sub(r"^const\s+", "", x.strip()) for x in t.group(1).split(",")]
-            types = ", ".join(_NVCC_TYPES.get(x, x) for x in names)
-            extra.append(f"{at}no matching function for call to ‘{o.group(1)}({types})’")
-        else:
-            extra.append(f"{at}{msg}")
-    return errors + ("\n" + "\n".join(extra) if extra else "")
-
-
 # a const local with no value (``const float t;`` then written by inline assembly or assigned): g++ and nvcc
 _CONST_UNSET_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:uninitialized [‘'`]const (\w+)[’'`]|"
                               r"const variable \"(\w+)\" requires an initializer)")
@@ -340,7 +297,7 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - a ``const`` local declared with no value (``const float t;`` written by inline assembly): not const;
     - an intrinsic that does not exist (``__sqrtf``, ``__fabsf``): the standard function (``sqrtf``).
 
-    nvcc's messages count as g++'s for the same errors (``_gcc_form``).
+    nvcc's messages count as g++'s for the same errors (``nvcc_form.gcc_form``).
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
     ``entry`` is the kernel's ``extern "C"`` entry point, which needs no forward declaration.
     Returns (fixed kernel, what was fixed) or None when nothing applied. The caller re-checks."""

@@ -158,7 +158,7 @@ def test_nvccs_messages_get_the_same_fixes_as_gccs():
     read-only variable``, and ``identifier "x" is undefined`` for ``'x' was not declared``: a CUDA kernel gets
     the fixes a C++ one gets (before, none applied: 4 of the 10 build failures of this round's GPU samples
     were these)."""
-    from kforge_desktop.csource.autofix import _gcc_form
+    from kforge_desktop.csource.nvcc_form import gcc_form as _gcc_form
     from kforge_desktop.kernels.native import syntax_check
     from kforge_desktop.search.scaffold import PRELUDE
 
