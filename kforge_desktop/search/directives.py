@@ -254,12 +254,31 @@ def single_pass_text(kernel: str, target: str = ENTRY) -> str:
 _ROW_OF_BLOCK = re.compile(r"\bblockIdx\.x\s*\*\s*(?!\(?\s*blockDim)\w+|\[\s*blockIdx\.x\s*\]")
 
 
+def _strides_over_grid(code: str) -> bool:
+    """A loop whose step is every thread of the grid (``r += gridDim.x * blockDim.x``, or a name set from
+    both), not a grid of a fixed shape (``g += gridDim.x / parts``: group_norm's blocks share a group)."""
+    whole = r"gridDim\.x\b[^;]*\bblockDim\.x|blockDim\.x\b[^;]*\bgridDim\.x"
+    names = set(re.findall(r"\b(\w+)\s*=\s*[^;=]*(?:" + whole + ")", code))
+    steps = re.findall(r"\bfor\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*([^;{]*)\)\s*\{", code)
+    return any(re.search(whole, step) or set(re.findall(r"\w+", step)) & names for step in steps)
+
+
 def launch_shape_text(kernel: str) -> str | None:
-    """The launch-shape directive for a kernel of one block per row, or None for any other kernel. Told
-    "several rows per block", the default model gave such a kernel fewer blocks than rows and left the other
-    rows unwritten (4 of 5 row seeds, benchmarks/results/gpu_samples_r38): the kernel would have had to change
-    too, and the edit rewrites only the launch."""
+    """The launch-shape directive for a kernel of one block per row or one that strides over the whole grid,
+    or None for any other kernel. Told "several rows per block", the default model gave a kernel of one block
+    per row fewer blocks than rows and left the other rows unwritten (4 of 5 row seeds,
+    benchmarks/results/gpu_samples_r38): the kernel would have had to change too, and the edit rewrites only
+    the launch. The lowered seeds took a warp or a thread a row from a grid sized to the rows, and the model,
+    told the same, sized its grid to the rows alone (a warp a row from a grid of rows / 64 blocks of 64
+    threads): 9 of 12 such dev edits left rows unwritten, 3 of them once the autofix made them build
+    (docs/results/h100_round27). They stride over the grid now, so any grid is correct, and the directive
+    says so."""
     code = strip_cpp_comments(kernel)
+    if _strides_over_grid(code):
+        return ("Tune the launch shape for occupancy: change only the launch (its grid and threads per block). "
+                "The kernel's loop strides over its work with the whole grid (`gridDim.x * blockDim.x`), so any "
+                "grid covers all of it: pick the threads per block (a multiple of 32, from 64 to 1024) and the "
+                "number of blocks (a few per SM, no more than there is work for). Keep the kernel as it is.")
     if "gridDim" in code or not _ROW_OF_BLOCK.search(code):
         return None
     return ("Tune the launch shape for occupancy: pick the threads per block from the row length (a multiple "

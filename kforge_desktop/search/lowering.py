@@ -498,16 +498,21 @@ class _Writer:
         call = ", ".join(a.name for a in scaffold.args)
         if last:
             return (head + f"__global__ void lowered_rows({params}) {{\n"
-                    "    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;  // a warp a row\n"
+                    "    // a warp a row; the warps of the whole grid stride over the rows, so any grid covers them all\n"
+                    "    // (threads per block: a multiple of 32)\n"
                     "    const int lane = threadIdx.x % 32;\n"
-                    "    if (r < rows) {\n" + row_body + "\n    }\n}\n\n"
+                    "    const int64_t warps = ((int64_t)gridDim.x * blockDim.x + 31) / 32;\n"
+                    "    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {\n"
+                    + row_body + "\n    }\n}\n\n"
                     + scaffold.signature() + " {\n"
                     "    if (rows <= 0) return;\n"
                     f"    lowered_rows<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>({call});\n}}\n")
         return (head + f"__global__ void lowered_rows({params}) {{\n"
-                "    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // one thread a row: neighbours "
-                "read neighbouring values\n"
-                "    if (r < louter * linner) {\n        const int64_t o = r / linner, i = r % linner;\n" + row_body +
+                "    // one thread a row (neighbours read neighbouring values); the threads of the whole grid stride over\n"
+                "    // the rows, so any grid covers them all\n"
+                "    const int64_t threads = (int64_t)gridDim.x * blockDim.x;\n"
+                "    for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < louter * linner; r += threads) {\n"
+                "        const int64_t o = r / linner, i = r % linner;\n" + row_body +
                 "\n    }\n}\n\n" + scaffold.signature() + " {\n"
                 "    if (louter * linner <= 0) return;\n"
                 f"    lowered_rows<<<(unsigned)((louter * linner + 127) / 128), 128, 0, stream>>>({call});\n}}\n")

@@ -55,3 +55,29 @@ def test_the_dev_problems_the_lowering_reaches_are_correct_on_the_gpu(evaluator)
     reached = [p.stem for p in sorted(DEV.glob("*.py")) if _verify(load_problem(p), evaluator) is not None]
     print("lowered and verified:", ", ".join(reached))
     assert {"log_softmax", "l2_normalize", "max_pool_overlap"} <= set(reached)
+
+
+@pytest.mark.parametrize("launch", ["<<<3, 96, 0, stream>>>"])
+def test_a_lowered_kernel_launched_with_another_grid_is_still_correct(launch, evaluator):
+    """A launch-shape edit rewrites only the launch; the lowered kernels stride over their work with the whole
+    grid, so a grid far smaller than the work (3 blocks of 96 threads: nine warps) leaves no value
+    unwritten."""
+    import re
+
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.lowering import lower
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    checked = []
+    for path in sorted(DEV.glob("*.py")):
+        problem = load_problem(path)
+        scaffold = build_scaffold(problem, "cuda")
+        kernel = lower(problem, scaffold)
+        if kernel is None:
+            continue
+        relaunched = re.sub(r"<<<[^;]*?stream>>>", launch, kernel)
+        assert relaunched != kernel
+        verdict = evaluator.evaluate(problem, scaffold.module_source(relaunched))
+        assert verdict.status == "ok", f"{path.stem} with {launch}: {verdict.summary()}"
+        checked.append(path.stem)
+    assert {"quick_gelu", "log_softmax", "channel_sum", "max_pool_overlap"} <= set(checked)

@@ -342,6 +342,29 @@ def test_a_launch_shape_edit_of_a_kernel_of_one_block_per_row_keeps_one_block_pe
     assert asked["gelu_bias"] == d.text  # a grid-stride loop over rows: any grid is correct
 
 
+def test_a_lowered_cuda_seed_covers_its_work_with_any_grid_and_its_launch_shape_edit_is_told_so():
+    """Told "several rows per block ... enough blocks to fill every SM", the default model sized the grid of
+    a lowered seed (a warp a row, or a thread a row or an output value) to the rows alone and left the
+    rest unwritten: 9 of 12 such dev edits (docs/results/h100_round27). The lowered kernels stride over
+    their work with the whole grid now, the launch-shape edit says any grid is correct, and a grid-stride
+    loop, which they have, is not asked again."""
+    from kforge_desktop.search.applicability import applicable
+    from kforge_desktop.search.directives import directive_by_key
+    from kforge_desktop.search.lowering import lower
+    from kforge_desktop.search.planner import edit_expansion, kernel_functions
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    d = directive_by_key("cuda", "launch_shape")
+    dev = Path(__file__).resolve().parents[2] / "benchmarks" / "problems_generalize" / "dev"
+    for name in ("quick_gelu", "log_softmax", "channel_sum", "max_pool_overlap"):  # warp, thread a row, pooling
+        problem = load_problem(dev / f"{name}.py")
+        kernel = lower(problem, build_scaffold(problem, "cuda"))
+        assert re.search(r"for \(int64_t \w+ = [^;]*; \w+ < [^;]*; \w+ \+= (warps|threads)\)", kernel), name
+        assert not applicable("grid_stride", kernel), name
+        text = edit_expansion(0, kernel_functions(kernel, "cuda"), d, "cuda", random.Random(0), {}).directive_text
+        assert "any grid covers all of it" in text and "several rows per block" not in text, name
+
+
 def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kernel():
     """Group norm + SiLU has no rows: with everything tried, the search asked three times to block its
     rows (each a compile error); the retry is a failed directive that applies."""
