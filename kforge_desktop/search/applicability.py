@@ -113,10 +113,13 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         return len(re.findall(r"<<<|\bcudaLaunchKernel(?:Ex)?\s*\(", strip_cpp_comments(kernel))) != 1
     if key == "shared_tiling":  # values read again from global memory: a kernel that holds its values in registers
         # (a local array) or in dynamic shared memory reads them once already; asked, the default model handed
-        # such seeds back unchanged (benchmarks/results/gpu_samples_r37)
+        # such seeds back unchanged (benchmarks/results/gpu_samples_r37). Nor does a kernel with no sum or maximum
+        # (an elementwise chain): it reads each value once, so there is nothing to stage. Asked, the default model
+        # declared a variable-length __shared__ array or read past it (dev: bias_leaky_relu_scale, quick_gelu;
+        # docs/results/h100_round27), as the C++ blocks above were asked of such chains and dropped columns
         code = strip_cpp_comments(kernel)
         held = re.search(r"(?<!__shared__ )\bfloat4?\s+\w+\s*\[\s*\w+\s*\]", code) or "extern __shared__" in code
-        return not held
+        return not held and any(accumulators(kernel))
     if key == "fast_math":
         code = strip_cpp_comments(kernel)
         return bool(re.search(r"(?<!\w)(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))

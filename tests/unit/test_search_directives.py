@@ -347,7 +347,8 @@ def test_a_lowered_cuda_seed_covers_its_work_with_any_grid_and_its_launch_shape_
     a lowered seed (a warp a row, or a thread a row or an output value) to the rows alone and left the
     rest unwritten: 9 of 12 such dev edits (docs/results/h100_round27). The lowered kernels stride over
     their work with the whole grid now, the launch-shape edit says any grid is correct, and a grid-stride
-    loop, which they have, is not asked again."""
+    loop, which they have, is not asked again. An elementwise chain reads each value once: no staging in
+    shared memory is asked of it (0 of 2 dev edits verified: a variable-length __shared__ array, a crash)."""
     from kforge_desktop.search.applicability import applicable
     from kforge_desktop.search.directives import directive_by_key
     from kforge_desktop.search.lowering import lower
@@ -363,6 +364,8 @@ def test_a_lowered_cuda_seed_covers_its_work_with_any_grid_and_its_launch_shape_
         assert not applicable("grid_stride", kernel), name
         text = edit_expansion(0, kernel_functions(kernel, "cuda"), d, "cuda", random.Random(0), {}).directive_text
         assert "any grid covers all of it" in text and "several rows per block" not in text, name
+        # staging in shared memory only where a value is read again: a sum or a maximum, not an elementwise chain
+        assert applicable("shared_tiling", kernel) == (name != "quick_gelu"), name
 
 
 def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kernel():
