@@ -270,7 +270,7 @@ def launch_shape_text(kernel: str) -> str | None:
     benchmarks/results/gpu_samples_r38): the kernel would have had to change too, and the edit rewrites only
     the launch. The lowered seeds took a warp or a thread a row from a grid sized to the rows, and the model,
     told the same, sized its grid to the rows alone (a warp a row from a grid of rows / 64 blocks of 64
-    threads): 9 of 12 such dev edits left rows unwritten, 3 of them once the autofix made them build
+    threads): 8 of 10 such dev edits left rows unwritten, 3 of them once the autofix made them build
     (docs/results/h100_round27). They stride over the grid now, so any grid is correct, and the directive
     says so."""
     code = strip_cpp_comments(kernel)

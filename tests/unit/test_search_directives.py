@@ -345,7 +345,7 @@ def test_a_launch_shape_edit_of_a_kernel_of_one_block_per_row_keeps_one_block_pe
 def test_a_lowered_cuda_seed_covers_its_work_with_any_grid_and_its_launch_shape_edit_is_told_so():
     """Told "several rows per block ... enough blocks to fill every SM", the default model sized the grid of
     a lowered seed (a warp a row, or a thread a row or an output value) to the rows alone and left the
-    rest unwritten: 9 of 12 such dev edits (docs/results/h100_round27). The lowered kernels stride over
+    rest unwritten: 8 of 10 such dev edits (docs/results/h100_round27). The lowered kernels stride over
     their work with the whole grid now, the launch-shape edit says any grid is correct, and a grid-stride
     loop, which they have, is not asked again. An elementwise chain reads each value once: no staging in
     shared memory is asked of it (0 of 2 dev edits verified: a variable-length __shared__ array, a crash)."""
