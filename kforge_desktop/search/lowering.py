@@ -18,7 +18,8 @@ the search's edits make it faster.
 
 A pooling (max or average, one or two dimensions, with padding, stride, dilation, ceil mode) is written
 as one loop over its window per output value (``lowering_pool.py``); both read the forward as
-``lowering_trace.py`` traces it.
+``lowering_trace.py`` traces it, and write C++ forms of their own (``lowering_cpp.py``) and CUDA kernels that stride
+over their work with the whole grid (``lowering_cuda.py``).
 
 Anything else (reductions over two dimensions or two different ones, a matrix product, an index gather, a
 mask built from shapes, a channels layout, a pooling with other operators around it) is not lowered:
@@ -34,6 +35,7 @@ import torch
 
 from ..problem.problem import Problem
 from .lowering_cpp import BINARY_CPP, MAX_CPP, MIN_CPP, UNARY_CPP, reduction_helper, with_math
+from .lowering_cuda import rows_kernel
 from .lowering_pool import PLAIN_VIEWS, POOLS, lower_pool
 from .lowering_rows import Rows
 from .lowering_trace import PARALLEL, Unsupported, literal, op_name, trace
@@ -494,26 +496,5 @@ class _Writer:
                               "        for (int64_t t = 0; t < linner; t += ltile) {\n"
                               "            const int64_t tn = linner - t < ltile ? linner - t : ltile;  // the tile's rows: "
                               "i = t + j, j < tn\n" + row_body + "\n        }\n    }\n}\n")
-        params = ", ".join(a.decl for a in scaffold.args)
-        call = ", ".join(a.name for a in scaffold.args)
-        if last:
-            return (head + f"__global__ void lowered_rows({params}) {{\n"
-                    "    // a warp a row; the warps of the whole grid stride over the rows, so any grid covers them all\n"
-                    "    // (threads per block: a multiple of 32)\n"
-                    "    const int lane = threadIdx.x % 32;\n"
-                    "    const int64_t warps = ((int64_t)gridDim.x * blockDim.x + 31) / 32;\n"
-                    "    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {\n"
-                    + row_body + "\n    }\n}\n\n"
-                    + scaffold.signature() + " {\n"
-                    "    if (rows <= 0) return;\n"
-                    f"    lowered_rows<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>({call});\n}}\n")
-        return (head + f"__global__ void lowered_rows({params}) {{\n"
-                "    // one thread a row (neighbours read neighbouring values); the threads of the whole grid stride over\n"
-                "    // the rows, so any grid covers them all\n"
-                "    const int64_t threads = (int64_t)gridDim.x * blockDim.x;\n"
-                "    for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < louter * linner; r += threads) {\n"
-                "        const int64_t o = r / linner, i = r % linner;\n" + row_body +
-                "\n    }\n}\n\n" + scaffold.signature() + " {\n"
-                "    if (louter * linner <= 0) return;\n"
-                f"    lowered_rows<<<(unsigned)((louter * linner + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
+        return rows_kernel(scaffold, head, row_body, last)
 

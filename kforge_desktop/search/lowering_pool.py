@@ -13,6 +13,7 @@ import operator
 
 import torch
 
+from .lowering_cuda import pool_kernel
 from .lowering_trace import PARALLEL, Unsupported, literal, op_name
 from .scaffold import Scaffold
 
@@ -157,16 +158,6 @@ def lower_pool(graph, tensors: list, named: list, scaffold: Scaffold) -> str:
                      *[ind + "        " + s for s in body], ind + "    }", ind + "}"]
         text += [" " * 4 * (i + 1) + "}" for i in reversed(range(len(loops)))]
         return head + scaffold.signature() + " {\n" + "\n".join(text) + "\n}\n"
-    params = ", ".join(a.decl for a in scaffold.args)
-    call = ", ".join(a.name for a in scaffold.args)
-    n = f"lplanes * {'loh * ' if tall else ''}low"
-    index = ["// one thread an output value; the threads of the whole grid stride over them, so any grid covers them all",
-             "const int64_t threads = (int64_t)gridDim.x * blockDim.x;",
-             f"for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < {n}; t += threads) {{"]
     at = ["const int64_t q = t % low, p = t / low % loh, r = t / (loh * low);"] if tall else \
         ["const int64_t q = t % low, r = t / low;"]
-    text = "\n".join(["    " + s for s in index] + ["        " + s for s in at + body] + ["    }"])
-    return (head + f"__global__ void lowered_pool({params}) {{\n" + text + "\n}\n\n" + scaffold.signature() + " {\n"
-            f"    const int64_t n = lplanes * {'loh * ' if tall else ''}low;\n"
-            "    if (n <= 0) return;\n"
-            f"    lowered_pool<<<(unsigned)((n + 127) / 128), 128, 0, stream>>>({call});\n}}\n")
+    return pool_kernel(scaffold, head, f"lplanes * {'loh * ' if tall else ''}low", at, body)
