@@ -263,6 +263,21 @@ def _strides_over_grid(code: str) -> bool:
     return any(re.search(whole, step) or set(re.findall(r"\w+", step)) & names for step in steps)
 
 
+# a launch of one thread for each unit of work: ``<<<(unsigned)((rows * 32 + 255) / 256), 256, ...`` (the lowered seeds)
+_COVERING_LAUNCH = re.compile(r"<<<\s*(?:\(\s*unsigned\s*\)\s*)?\(\s*\(\s*([^;<>]+?)\s*\+\s*(\d+)\s*\)\s*/\s*(\d+)\s*\)"
+                              r"\s*,\s*(\d+)\s*[,>]")
+
+
+def _launched_work(code: str) -> str:
+    """The work a kernel's one launch starts a thread for (``rows * 32`` for ``((rows * 32 + 255) / 256)`` blocks
+    of 256), or "" when the launch is not that rounded-up division by its own block size."""
+    launches = _COVERING_LAUNCH.findall(code)
+    if len(launches) != 1 or len(re.findall(r"<<<", code)) != 1:
+        return ""
+    work, plus, per, threads = launches[0]
+    return work if int(plus) == int(per) - 1 and per == threads else ""
+
+
 def launch_shape_text(kernel: str) -> str | None:
     """The launch-shape directive for a kernel of one block per row or one that strides over the whole grid,
     or None for any other kernel. Told "several rows per block", the default model gave a kernel of one block
@@ -272,13 +287,23 @@ def launch_shape_text(kernel: str) -> str | None:
     told the same, sized its grid to the rows alone (a warp a row from a grid of rows / 64 blocks of 64
     threads): 8 of 10 such dev edits left rows unwritten, 3 of them once the autofix made them build
     (docs/results/h100_round27). They stride over the grid now, so any grid is correct, and the directive
-    says so."""
+    says so. Told only that ("a few blocks per SM, no more than there is work for"), the model kept the rows
+    covered but launched a thread a row instead of a warp, or one block: 8 of the 11 new kernels of the first
+    edits ran at 0.02-0.25x eager (benchmarks/results/gpu_samples_r77_*). Where the launch starts a thread for
+    each unit of work (``_launched_work``), the directive names that work and the grid that keeps it covered."""
     code = strip_cpp_comments(kernel)
     if _strides_over_grid(code):
-        return ("Tune the launch shape for occupancy: change only the launch (its grid and threads per block). "
+        head = ("Tune the launch shape for occupancy: change only the launch (its grid and threads per block). "
                 "The kernel's loop strides over its work with the whole grid (`gridDim.x * blockDim.x`), so any "
-                "grid covers all of it: pick the threads per block (a multiple of 32, from 64 to 1024) and the "
-                "number of blocks (a few per SM, no more than there is work for). Keep the kernel as it is.")
+                "grid covers all of it")
+        work = _launched_work(code)
+        if work:
+            return (f"{head}, but a grid smaller than the work runs it one part after another. The launch now "
+                    f"starts `{work}` threads, all the work at once. Pick the threads per block `T` (a multiple of "
+                    f"32, from 64 to 1024) and launch `({work} + T - 1) / T` blocks of `T` threads, so the grid "
+                    "still starts them all. Keep the kernel as it is.")
+        return (f"{head}: pick the threads per block (a multiple of 32, from 64 to 1024) and the number of blocks "
+                "(at least as many threads in all as the launch starts now). Keep the kernel as it is.")
     if "gridDim" in code or not _ROW_OF_BLOCK.search(code):
         return None
     return ("Tune the launch shape for occupancy: pick the threads per block from the row length (a multiple "

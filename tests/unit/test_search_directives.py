@@ -357,15 +357,26 @@ def test_a_lowered_cuda_seed_covers_its_work_with_any_grid_and_its_launch_shape_
 
     d = directive_by_key("cuda", "launch_shape")
     dev = Path(__file__).resolve().parents[2] / "benchmarks" / "problems_generalize" / "dev"
-    for name in ("quick_gelu", "log_softmax", "channel_sum", "max_pool_overlap"):  # warp, thread a row, pooling
+    # the threads the seed's launch starts: a warp a row, a thread a row, a thread an output value
+    work = {"quick_gelu": "rows * 32", "log_softmax": "rows * 32", "channel_sum": "louter * linner",
+            "max_pool_overlap": "n"}
+    for name in work:
         problem = load_problem(dev / f"{name}.py")
         kernel = lower(problem, build_scaffold(problem, "cuda"))
         assert re.search(r"for \(int64_t \w+ = [^;]*; \w+ < [^;]*; \w+ \+= (warps|threads)\)", kernel), name
         assert not applicable("grid_stride", kernel), name
         text = edit_expansion(0, kernel_functions(kernel, "cuda"), d, "cuda", random.Random(0), {}).directive_text
         assert "any grid covers all of it" in text and "several rows per block" not in text, name
+        # told only that, the model launched a thread a row or one block: 8 of 11 new kernels of the first edits
+        # at 0.02-0.25x eager (benchmarks/results/gpu_samples_r77_*). The text names the grid that starts them all
+        assert f"starts `{work[name]}` threads" in text and f"`({work[name]} + T - 1) / T` blocks" in text, name
         # staging in shared memory only where a value is read again: a sum or a maximum, not an elementwise chain
         assert applicable("shared_tiling", kernel) == (name != "quick_gelu"), name
+    # a launch that is not one thread for each unit of work keeps the general words, with no formula
+    kernel = lower(load_problem(dev / "log_softmax.py"), build_scaffold(load_problem(dev / "log_softmax.py"), "cuda"))
+    relaunched = re.sub(r"<<<[^,]*,", "<<<264,", kernel)
+    text = edit_expansion(0, kernel_functions(relaunched, "cuda"), d, "cuda", random.Random(0), {}).directive_text
+    assert "any grid covers all of it" in text and "+ T - 1" not in text and "at least as many threads" in text
 
 
 def test_when_every_change_failed_the_one_asked_again_can_still_change_the_kernel():
