@@ -25,8 +25,8 @@ region serialized (``#pragma omp parallel ... if(0)``: the same code, one thread
 
 ``--exp-floor`` asks how much of that room is left to a kernel that must compute an exp per value (softmax,
 logsumexp, cross-entropy, ...): the floor reads nothing but adds, so where the seed spends its time on exps the
-headroom overstates the room. The **exp floor** passes every float input value through the seed's own ``fast_exp``
-(the row-softmax exemplar's, 4.5e-6 relative error) before it is summed: one exp per value and nothing else, no
+headroom overstates the room. The **exp floor** passes every float input value through the seeds' own exp with no
+cap, ``fast_exp_neg`` (the row-softmax exemplar's, 4.5e-6 relative error), before it is summed: one exp per value and nothing else, no
 maximum first, no second pass. A kernel with the same exp that computes one per input value cannot be faster. A masked
 softmax needs exps only where the mask keeps a value, so its exp floor is not a bound there.
 """
@@ -70,11 +70,12 @@ def floor_kernel(scaffold, value=lambda a: f"(float){a.name}[i]") -> str:
 
 def exp_floor_kernel(scaffold, fast_exp: str) -> str:
     """The floor of a problem that must compute an exp of every input value: each float input value passed
-    through the seed's own ``fast_exp`` (given as its definition) before it is summed (one exp per value)."""
+    through the seeds' own exp with no cap, ``fast_exp_neg`` (given as its definition), before it is summed (one
+    exp per value; before fast_exp_neg, the floor used the capped ``fast_exp``)."""
 
     def value(a) -> str:
         exp = a.role == "input" and a.ctype.replace("const", "").strip() == "float*"
-        return f"fast_exp((float){a.name}[i])" if exp else f"(float){a.name}[i]"
+        return f"fast_exp_neg((float){a.name}[i])" if exp else f"(float){a.name}[i]"
 
     return "#include <cstdint>\n#include <cstring>\n" + fast_exp + "\n" + floor_kernel(scaffold, value)
 
@@ -144,7 +145,7 @@ def measure(path: Path, runs: int, serial: bool = False, exp: bool = False) -> d
         if not compare(model(*inputs), expected, getattr(ref_mod, "tolerance", None)).ok:
             raise SystemExit(f"{path}: seed {directive} is not correct here; run generalize.py --check")
         name = directive.removeprefix("exemplar:")
-        fast_exp = fast_exp or function_text(code, "fast_exp")
+        fast_exp = fast_exp or function_text(code, "fast_exp_neg")
         seeds.append(name)
         contenders[name] = lambda m=model: m(*inputs)
         if serial:

@@ -228,9 +228,10 @@ def single_pass_text(kernel: str, target: str = ENTRY) -> str:
     sums, maxes = accumulators(kernel)
     code = strip_cpp_comments(kernel)
     where = f"in `{target}`, in place of the loops or calls that compute them now"
-    if maxes and sums and re.search(r"\b(?:fast_exp|(?:std::)?expf?)\s*\(", code):
+    if maxes and sums and re.search(r"\b(?:fast_exp(?:_neg)?|(?:std::)?expf?)\s*\(", code):
         m, s = maxes[0], sums[0]
-        exp = "fast_exp" if "fast_exp" in code else "std::exp"
+        # the kernel's own exp: both arguments below are never positive, so fast_exp_neg (no cap) is exact there
+        exp = next((f for f in ("fast_exp_neg", "fast_exp") if re.search(rf"\b{f}\s*\(", code)), "std::exp")
         return (f"Fuse the passes over each row: compute the maximum `{m}` and the sum of exponentials `{s}` in ONE "
                 f"loop (an online max-and-sum) {where}. Start with `{m} = -INFINITY` and `{s} = 0.0f`; for each "
                 f"value `v` of the row: `const float m_new = v > {m} ? v : {m}; {s} = {s} * {exp}({m} - m_new) + "

@@ -391,8 +391,9 @@ def output_writer(code: str, scaffold: Scaffold) -> str:
 
 
 # helpers an exemplar defines that any kernel may call (by name, source exemplar): a kernel that calls
-# one without defining it gets the exemplar's definition
-SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax"}}
+# one without defining it gets the exemplar's definition (fast_exp calls fast_exp_neg: listed after it, the
+# helper a definition needs lands above it)
+SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax", "fast_exp_neg": "row_softmax"}}
 PROVIDED = "provided (a float exp that vectorizes): call it, do not define it"  # how prompts name them
 _PROVIDED_LINE = re.compile(rf"^[^\n]*{re.escape(PROVIDED)}[^\n]*(?:\n|$)", re.M)
 
@@ -426,10 +427,15 @@ def collapse_helpers(code: str, language: str) -> str:
     """``code`` as a prompt shows it: the definition of each shared helper (and its comment) becomes one
     comment line that says it is provided. The model calls it instead of copying 20 lines of
     arithmetic into every answer (the 0.5B model ran out of tokens copying silu_mul's), and
-    ``provide_helpers`` puts the definition back into the kernel it writes."""
-    for name in SHARED_HELPERS.get(language, {}):
+    ``provide_helpers`` puts the definition back into the kernel it writes. A shared helper that only other
+    shared helpers call (fast_exp's fast_exp_neg in a SiLU), or none (fast_exp beside the row softmax's
+    fast_exp_neg), is left out: shown, it is one more name to call, and fast_exp_neg is wrong above exp(88)."""
+    shared = SHARED_HELPERS.get(language, {})
+    own = "\n".join(it.text for it in split_items(code) if it.kind == "function" and it.name not in shared)
+    for name in shared:
         text, head = function_text(code, name), function_head(code, name)
         if text is None or head is None:
             continue
-        code = code.replace(text.strip(), f"// {head[:-1].strip()};  {PROVIDED}", 1)
-    return code
+        shown = f"// {head[:-1].strip()};  {PROVIDED}" if calls(own, name) else ""
+        code = code.replace(text.strip(), shown, 1)
+    return re.sub(r"\n{3,}", "\n\n", code)

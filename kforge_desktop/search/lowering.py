@@ -34,7 +34,7 @@ import re
 import torch
 
 from ..problem.problem import Problem
-from .lowering_cpp import BINARY_CPP, MAX_CPP, MIN_CPP, UNARY_CPP, reduction_helper, with_math
+from .lowering_cpp import BINARY_CPP, MAX_CPP, MIN_CPP, UNARY_CPP, never_positive, reduction_helper, with_math
 from .lowering_cuda import rows_kernel
 from .lowering_pool import PLAIN_VIEWS, POOLS, lower_pool
 from .lowering_rows import Rows
@@ -238,7 +238,9 @@ class _Writer:
         vals = [self.value(a) for a in args if isinstance(a, (torch.fx.Node, bool, int, float))]
         if op == "bitwise_not" and val.dtype == torch.bool:  # ~mask
             op = "logical_not"
-        if op in self.unary and vals:
+        if op == "exp" and self.language == "cpp" and never_positive(args[0]):
+            expr = f"fast_exp_neg({vals[0][0]})"  # x minus its slice's maximum: no cap at exp(88) to test
+        elif op in self.unary and vals:
             expr = self.unary[op].format(vals[0][0])
         elif op == "pow" and len(args) == 2 and not isinstance(args[1], torch.fx.Node):
             e = float(args[1])

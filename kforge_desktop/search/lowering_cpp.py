@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from torch.fx import Node
+
 from ..csource.items import function_text
-from .lowering_trace import Unsupported
+from .lowering_trace import Unsupported, op_name
 
 # On the CPU, what vectorizes: exp, tanh and erf as plain float arithmetic (the exemplars' fast_exp and erf_approx; a
 # loop that calls expf, tanhf or erff is not vectorized: the lowered quick_gelu ran at 0.22x eager with expf, 1.9x
@@ -18,6 +20,19 @@ UNARY_CPP = {"exp": "fast_exp({})", "sigmoid": "(1.0f / (1.0f + fast_exp(-{})))"
              "tanh": "(1.0f - 2.0f / (1.0f + fast_exp(2.0f * {})))", "erf": "erf_approx({})",
              "relu": "(({0} > 0.0f || {0} != {0}) ? {0} : 0.0f)"}
 BINARY_CPP = {"maximum": MAX_CPP, "minimum": MIN_CPP}
+
+
+def never_positive(a) -> bool:
+    """Whether a node's values are never above 0: each a value minus the maximum of the values of its own
+    slice (``x - amax(x, dims, keepdim=True)``, as softmax, log-softmax and cross-entropy decompose), so that
+    its exp needs no cap against overflow. A maximum first replaced where infinite (logsumexp's ``where``) is
+    not: a row with +inf would then subtract 0."""
+    if not isinstance(a, Node) or op_name(a)[1] != "sub" or len(a.args) != 2 or a.kwargs.get("alpha") not in (None, 1):
+        return False  # (the exp of such a value: fast_exp_neg, the row softmax's exp without the cap)
+    x, m = a.args
+    if not isinstance(m, Node) or op_name(m)[1] != "amax" or m.args[0] is not x:
+        return False
+    return bool(m.args[2] if len(m.args) > 2 else m.kwargs.get("keepdim", False))
 
 
 class _Param(NamedTuple):

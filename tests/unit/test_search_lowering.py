@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kforge_desktop.csource.items import function_text
 from kforge_desktop.problem.problem import load_problem
 from kforge_desktop.search.lowering import lower
 from kforge_desktop.search.scaffold import build_scaffold
@@ -215,3 +216,32 @@ def test_a_session_without_a_fitting_exemplar_starts_from_the_lowered_reference(
     rms = create_session(store, load_problem(ROOT / "resources" / "problems" / "rms_norm.py"), config)
     assert [n.directive for n in store.nodes(rms) if n.origin == "seed"] == ["exemplar:rms_norm"]
     store.close()
+
+
+def test_an_exp_of_a_value_minus_its_rows_maximum_is_not_capped_and_the_values_stay_the_same(tmp_path, build_cache):
+    """In a softmax, a log-softmax or a cross-entropy the exp's argument is a value minus the maximum of its row,
+    never positive: the lowered kernel calls fast_exp_neg there (the exp without the cap at exp(88) to test; 1.05-1.2x
+    on such seeds, benchmarks/exp_clamp.py), and the capped fast_exp where that is not proved (a sigmoid's -x,
+    logsumexp's maximum replaced by 0 where it is infinite). The values are the capped kernel's bit for bit, on rows
+    that span far more than exp's range and hold -inf."""
+    for name in ("log_softmax", "nll_of_log_softmax", "key_padding_softmax", "broadcast_middle"):
+        problem = _problem(tmp_path, name, *REFERENCES[name])
+        assert "fast_exp_neg(" in lower(problem, build_scaffold(problem)), name
+    for name in ("logsumexp_rows", "tanh_sigmoid_maximum", "minus_row_min"):
+        problem = _problem(tmp_path, name, *REFERENCES[name])
+        kernel = lower(problem, build_scaffold(problem))
+        helpers = function_text(kernel, "fast_exp") + function_text(kernel, "fast_exp_neg")  # fast_exp calls it
+        own = kernel.replace(function_text(kernel, "fast_exp"), "").replace(function_text(kernel, "fast_exp_neg"), "")
+        assert "fast_exp(" in own and "fast_exp_neg(" not in own and "x > 88.0f" in helpers, name
+    wide = ("[torch.where(torch.arange(1536).reshape(16, 96) % 7 == 3, float('-inf'), torch.randn(16, 96) * "
+            "torch.logspace(-2, 3, 16)[:, None])]")
+    problem = _problem(tmp_path, "log_softmax_wide", "pass", "return torch.log_softmax(x, dim=-1)", wide, "[]")
+    scaffold = build_scaffold(problem)
+    kernel = lower(problem, scaffold)
+    uncapped = "(x < -87.0f ? -87.0f : x) * 1.44269504f"
+    assert uncapped in kernel and "x > 88.0f" not in kernel
+    want, got = _run(problem, scaffold, kernel)
+    _, capped = _run(problem, scaffold, kernel.replace(uncapped, "(x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x)) "
+                                                                 "* 1.44269504f"))
+    assert torch.equal(got, capped)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # -inf where the input is -inf, as torch

@@ -110,7 +110,8 @@ def test_the_softmax_seeds_vectorizable_exp_is_exact_enough_over_the_whole_float
     scaffold = build_scaffold(problem)
     (exemplar, code), = seed_exemplars(scaffold, problem.source)
     assert "const float scale = 1.0f;" in code  # the reference has no scale: a constant the compiler folds
-    assert "fast_exp(xr[c] * scale - m)" in code and "std::exp(" not in code
+    # a value minus its row's maximum is never positive: the exp without the cap at exp(88), fast_exp_neg
+    assert "fast_exp_neg(xr[c] * scale - m)" in code and "std::exp(" not in code
     model = _build_module(scaffold, code, "softmax_seed").ModelNew()
     torch.manual_seed(0)
     x = torch.randn(64, 1024) * torch.logspace(-2, 2.5, 64).unsqueeze(1)  # row scales 0.01 .. 316
@@ -134,7 +135,8 @@ def test_a_kernel_that_calls_the_shared_exp_gets_its_definition_and_the_silu_com
     code = _group_norm_seed(problem, scaffold)
     assert GROUP_NORM_STORE in code and "fast_exp" in EPILOGUE_OPS["cpp"]["silu"]
     kernel, added = provide_helpers(_with_silu(code), "cpp")
-    assert added == ["fast_exp"] and kernel.index("fast_exp(float x)") < kernel.index("affine_channel(")
+    assert added == ["fast_exp", "fast_exp_neg"]  # fast_exp is fast_exp_neg of its argument capped at 88
+    assert kernel.index("fast_exp_neg(float x)") < kernel.index("fast_exp(float x)") < kernel.index("affine_channel(")
     assert provide_helpers(kernel, "cpp") == (kernel, [])
     assert torch.allclose(*_outputs(problem, scaffold, kernel, "gn_silu"), atol=1e-5, rtol=1e-4)
 
@@ -153,11 +155,12 @@ def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(nam
     assert "fast_exp(float x);  provided" in shown and "12582912.0f" in code and "12582912.0f" not in shown
     assert len(shown.splitlines()) <= len(code.splitlines()) - 17
     kernel, added = provide_helpers(shown, "cpp")
-    assert added == ["fast_exp"] and "provided" not in kernel
+    assert added == ["fast_exp", "fast_exp_neg"] and "provided" not in kernel
+    assert "fast_exp_neg" not in shown  # only fast_exp calls it here: not one more name to call (wrong above 88)
     assert torch.allclose(*_outputs(problem, scaffold, kernel, f"shown_{problem.name}"), atol=1e-5, rtol=1e-4)
     # the stand-in copied without its "//" (a prototype followed by words: seen on a causal softmax)
     uncommented = shown.replace("// static inline float fast_exp", "static inline float fast_exp")
-    assert uncommented != shown and provide_helpers(uncommented, "cpp") == (kernel, ["fast_exp"])
+    assert uncommented != shown and provide_helpers(uncommented, "cpp") == (kernel, ["fast_exp", "fast_exp_neg"])
 
 
 def test_retrieval_ranks_the_same_family_first():

@@ -23,7 +23,7 @@ static inline float scaled_exp_row(const float* xr, float scale, float m, float*
     float s = 0.0f;
     #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < n; ++c) {
-        float e = fast_exp(xr[c] * scale - m);
+        float e = fast_exp_neg(xr[c] * scale - m);  // never positive: m is their maximum
         yr[c] = e;
         s += e;
     }

@@ -16,11 +16,12 @@ static inline float row_max(const float* xr, float scale, int64_t cols) {
     return m;
 }
 
-// exp(x) in plain float arithmetic, so that a loop calling it is vectorized (std::exp is not):
+// exp(x) for x <= 88, in plain float arithmetic, so that a loop calling it is vectorized (std::exp is not):
 // 2^(n + f): y = x / ln 2, n = round(y), |f| <= 1/2, 2^f by its Taylor polynomial of degree 5 (relative
-// error < 5e-6, benchmarks/fast_exp_error.py); 0 below -87 (exp underflows; -inf gives 0); capped at exp(88)
-static inline float fast_exp(float x) {
-    const float y = (x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x)) * 1.44269504f;
+// error < 5e-6, benchmarks/fast_exp_error.py); 0 below -87 (exp underflows; -inf gives 0). For a value minus
+// the maximum of values that include it (never positive), with no cap to test: fast_exp caps x at 88 first
+static inline float fast_exp_neg(float x) {
+    const float y = (x < -87.0f ? -87.0f : x) * 1.44269504f;
     const float n = (y + 12582912.0f) - 12582912.0f;  // round to nearest
     const float f = y - n;
     float p = 1.3333558e-3f;  // (ln 2)^k / k!, k = 5 .. 0
@@ -35,12 +36,17 @@ static inline float fast_exp(float x) {
     return x < -87.0f ? 0.0f : p * scale;
 }
 
+// exp(x) for any x, capped at exp(88) (fast_exp_neg of x, capped)
+static inline float fast_exp(float x) {
+    return fast_exp_neg(x > 88.0f ? 88.0f : x);
+}
+
 // yr[c] = exp(xr[c] * scale - m); returns the sum of those values
 static inline float exp_row(const float* xr, float scale, float m, float* yr, int64_t cols) {
     float s = 0.0f;
     #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < cols; ++c) {
-        float e = fast_exp(xr[c] * scale - m);
+        float e = fast_exp_neg(xr[c] * scale - m);  // never positive: m is the row's maximum
         yr[c] = e;
         s += e;
     }
