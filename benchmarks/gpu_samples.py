@@ -18,6 +18,11 @@
    of a seed or of the exemplar the prompt showed (same up to whitespace, comments, includes, helper order
    and local names: ``csource.normalize``), and the best correct candidate against eager and torch.compile.
 
+``--add-seeds`` (on the CPU box, before step 2) writes each sampled problem's first seed beside its samples, as
+``<language>/<problem>.seed/candidate_000.py``: step 2 then times the seed in the same ``kforge eval`` run as the
+samples of its problem, and the table's ``<problem>.seed`` row is the speed an edit must beat (its "not a seed"
+column is 0 by definition).
+
 Samples of problems kept elsewhere (the generalization benchmark's halves) name their folder with
 ``--problems benchmarks/problems_generalize`` in steps 2 and 3; a problem file is looked up there or one folder
 below it. "A seed" is every kernel a search places (``search.setup.seed_kernels``: the fitting exemplars, else
@@ -91,6 +96,31 @@ def evaluate(out: Path, runs: int, timeout: float, root: Path = SAMPLES, problem
         print(f"{name}: {len(files)} samples judged, exit {run.returncode}", flush=True)
         out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"wrote {len(rows)} verdicts to {out}")
+    return 0
+
+
+def add_seeds(root: Path, problems: Path) -> int:
+    """Each sampled problem's first seed (``seed_kernels``, no kernel memory), as the search places it, written as
+    ``<language>/<problem>.seed/candidate_000.py`` below ``root``."""
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.search.setup import seed_kernels
+
+    written = set()
+    for lang, name, folder in folders(root):
+        if folder.name.endswith(".seed") or (lang, name) in written:
+            continue
+        problem = load_problem(problem_file(name, problems))
+        scaffold = build_scaffold(problem, lang)
+        seeds = seed_kernels(problem, scaffold, memory=False)
+        if not seeds:
+            print(f"{lang}/{name}: no seed")
+            continue
+        target = root / lang / f"{name}.seed" / "candidate_000.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(scaffold.module_source(seeds[0][1]))
+        written.add((lang, name))
+        print(f"{lang}/{name}: seed {seeds[0][0]} written to {target.relative_to(root)}")
     return 0
 
 
@@ -213,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reshape", nargs=2, default=None, metavar=("JSONL", "OUT"),
                     help="shape the candidates that failed to build (JSONL's compile errors, or nvcc's here for -) "
                          "again with the current code; write those that build below OUT")
+    ap.add_argument("--add-seeds", action="store_true",
+                    help="write each sampled problem's first seed beside its samples (<problem>.seed), to be timed with them")
     args = ap.parse_args(argv)
+    if args.add_seeds:
+        return add_seeds(Path(args.samples), Path(args.problems))
     if args.evaluate:
         root = Path(args.samples)
         return evaluate(Path(os.environ.get("OUT", str(root))) / "gpu_samples.jsonl", args.runs, args.timeout, root,
