@@ -7,7 +7,9 @@ keepdim=True)`` (``search/lowering_cpp.never_positive``), the row and masked sof
 Per problem (both halves of ``problems_generalize`` by default: the seeds are the project's own code, nothing of a
 search is read), every seed that calls ``fast_exp_neg`` against the same seed with the cap put back (the seed as
 it was before), timed interleaved with the floor (``headroom.py``'s harness). The two must give the same output bit
-for bit on the problem's inputs, or the script stops.
+for bit on the problem's inputs, or the script stops. A seed whose exp is a sigmoid's or a tanh's (or logsumexp's, not
+proved) calls only ``fast_exp``, which caps before it calls ``fast_exp_neg``: the cap put back changes nothing there,
+and such a row is marked a control.
 
     python benchmarks/exp_clamp.py                 # every problem whose seeds call fast_exp_neg, quiet machine
     python benchmarks/exp_clamp.py --problems dev/log_softmax test/cross_entropy_rows
@@ -37,9 +39,18 @@ def with_cap(code: str) -> str:
     return code.replace(LOWER_ONLY, CAPPED)
 
 
+def own_code(code: str) -> str:
+    """A kernel's functions other than the shared helpers (fast_exp calls fast_exp_neg in every kernel with an exp)."""
+    from kforge_desktop.csource.items import split_items
+    from kforge_desktop.search.exemplars import SHARED_HELPERS
+
+    return "\n".join(it.text for it in split_items(code) if it.kind == "function" and it.name not in SHARED_HELPERS["cpp"])
+
+
 def measure(path: Path, runs: int) -> dict | None:
     import torch
 
+    from kforge_desktop.csource.items import calls
     from kforge_desktop.kernels.timing import time_interleaved
 
     problem, scaffold, _ref_mod, init_inputs, ref_model, inputs, seed_list = setup(path)
@@ -49,6 +60,8 @@ def measure(path: Path, runs: int) -> dict | None:
         if "fast_exp_neg(" not in code:
             continue
         name = directive.removeprefix("exemplar:")
+        if not calls(own_code(code), "fast_exp_neg"):  # only through fast_exp, which caps first: a control
+            name += " (control: fast_exp only)"
         seed = _load(scaffold, code, f"cap_{tag}_seed{i}", ref_model, init_inputs)
         capped = _load(scaffold, with_cap(code), f"cap_{tag}_seed{i}_capped", ref_model, init_inputs)
         with torch.no_grad():
