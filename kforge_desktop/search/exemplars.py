@@ -436,6 +436,8 @@ def collapse_helpers(code: str, language: str) -> str:
         text, head = function_text(code, name), function_head(code, name)
         if text is None or head is None:
             continue
-        shown = f"// {head[:-1].strip()};  {PROVIDED}" if calls(own, name) else ""
-        code = code.replace(text.strip(), shown, 1)
-    return re.sub(r"\n{3,}", "\n\n", code)
+        if calls(own, name):
+            code = code.replace(text.strip(), f"// {head[:-1].strip()};  {PROVIDED}", 1)
+        else:  # left out with the blank lines after it
+            code = re.sub(re.escape(text.strip()) + r"\n*", "", code, count=1)
+    return code

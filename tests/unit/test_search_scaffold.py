@@ -163,6 +163,23 @@ def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(nam
     assert uncommented != shown and provide_helpers(uncommented, "cpp") == (kernel, ["fast_exp", "fast_exp_neg"])
 
 
+def test_a_prompt_leaves_out_a_shared_helper_only_the_helpers_call_and_nothing_else_changes():
+    """The row softmax's prompt names the exp its own loop calls (fast_exp_neg) and leaves out the fast_exp it does
+    not call, blank lines and all; a CUDA or Triton exemplar has no shared helper and is shown as it is, byte for byte
+    (the Triton exemplars' two blank lines between functions included)."""
+    from kforge_desktop.search.exemplars import collapse_helpers, load_exemplars
+
+    softmax = next(e for e in load_exemplars("cpp") if e.name == "row_softmax")
+    shown = collapse_helpers(softmax.code, "cpp")
+    assert "fast_exp_neg(float x);  provided" in shown and "fast_exp(" not in shown and "\n\n\n" not in shown
+    for ex in load_exemplars("cuda"):
+        assert collapse_helpers(ex.code, "cuda") == ex.code, ex.name
+    triton = sorted((PROBLEMS.parent / "exemplars" / "triton").glob("*.py"))
+    assert triton and any("\n\n\n" in path.read_text() for path in triton)
+    for path in triton:  # a Triton node's kernel is the module itself
+        assert collapse_helpers(path.read_text(), "triton") == path.read_text(), path.name
+
+
 def test_retrieval_ranks_the_same_family_first():
     expect = {"softmax.py": "row_softmax", "rms_norm.py": "rms_norm", "layer_norm.py": "layer_norm",
               "gelu_bias.py": "gelu_bias", "silu_mul.py": "silu_mul", "group_norm_silu.py": "group_norm_silu"}
