@@ -39,19 +39,12 @@ def with_cap(code: str) -> str:
     return code.replace(LOWER_ONLY, CAPPED)
 
 
-def own_code(code: str) -> str:
-    """A kernel's functions other than the shared helpers (fast_exp calls fast_exp_neg in every kernel with an exp)."""
-    from kforge_desktop.csource.items import split_items
-    from kforge_desktop.search.exemplars import SHARED_HELPERS
-
-    return "\n".join(it.text for it in split_items(code) if it.kind == "function" and it.name not in SHARED_HELPERS["cpp"])
-
-
 def measure(path: Path, runs: int) -> dict | None:
     import torch
 
     from kforge_desktop.csource.items import calls
     from kforge_desktop.kernels.timing import time_interleaved
+    from kforge_desktop.search.planner import kernel_functions  # shared helpers left out
 
     problem, scaffold, _ref_mod, init_inputs, ref_model, inputs, seed_list = setup(path)
     tag = problem.name
@@ -60,7 +53,7 @@ def measure(path: Path, runs: int) -> dict | None:
         if "fast_exp_neg(" not in code:
             continue
         name = directive.removeprefix("exemplar:")
-        if not calls(own_code(code), "fast_exp_neg"):  # only through fast_exp, which caps first: a control
+        if not any(calls(text, "fast_exp_neg") for _, text in kernel_functions(code, "cpp")):  # only through fast_exp, which caps first: a control
             name += " (control: fast_exp only)"
         seed = _load(scaffold, code, f"cap_{tag}_seed{i}", ref_model, init_inputs)
         capped = _load(scaffold, with_cap(code), f"cap_{tag}_seed{i}_capped", ref_model, init_inputs)

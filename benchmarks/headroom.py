@@ -26,8 +26,8 @@ region serialized (``#pragma omp parallel ... if(0)``: the same code, one thread
 ``--exp-floor`` asks how much of that room is left to a kernel that must compute an exp per value (softmax,
 logsumexp, cross-entropy, ...): the floor reads nothing but adds, so where the seed spends its time on exps the
 headroom overstates the room. The **exp floor** passes every float input value through the seeds' own exp with no
-cap, ``fast_exp_neg`` (the row-softmax exemplar's, 4.5e-6 relative error), before it is summed: one exp per value and nothing else, no
-maximum first, no second pass. A kernel with the same exp that computes one per input value cannot be faster. A masked
+cap, ``fast_exp_neg`` (the row-softmax exemplar's, 4.5e-6 relative error), before it is summed: one exp per value and
+nothing else, no maximum first, no second pass. A kernel with the same exp that computes one per input value cannot be faster. A masked
 softmax needs exps only where the mask keeps a value, so its exp floor is not a bound there.
 """
 
@@ -68,7 +68,7 @@ def floor_kernel(scaffold, value=lambda a: f"(float){a.name}[i]") -> str:
     return f"{scaffold.signature()} {{\n    float total = 0.0f;\n    #pragma omp parallel\n    {{\n{body}\n    }}\n}}\n"
 
 
-def exp_floor_kernel(scaffold, fast_exp: str) -> str:
+def exp_floor_kernel(scaffold, exp_definition: str) -> str:
     """The floor of a problem that must compute an exp of every input value: each float input value passed
     through the seeds' own exp with no cap, ``fast_exp_neg`` (given as its definition), before it is summed (one
     exp per value; before fast_exp_neg, the floor used the capped ``fast_exp``)."""
@@ -77,7 +77,7 @@ def exp_floor_kernel(scaffold, fast_exp: str) -> str:
         exp = a.role == "input" and a.ctype.replace("const", "").strip() == "float*"
         return f"fast_exp_neg((float){a.name}[i])" if exp else f"(float){a.name}[i]"
 
-    return "#include <cstdint>\n#include <cstring>\n" + fast_exp + "\n" + floor_kernel(scaffold, value)
+    return "#include <cstdint>\n#include <cstring>\n" + exp_definition + "\n" + floor_kernel(scaffold, value)
 
 
 def serialized(code: str) -> str:
@@ -139,13 +139,13 @@ def measure(path: Path, runs: int, serial: bool = False, exp: bool = False) -> d
     expected = ref_model(*inputs)
     tag = re.sub(r"\W", "_", problem.name)
     contenders = {"eager": lambda: ref_model(*inputs)}
-    seeds, fast_exp = [], None
+    seeds, exp_definition = [], None
     for i, (directive, code, _note) in enumerate(seed_list):
         model = _load(scaffold, code, f"headroom_{tag}_seed{i}", ref_model, init_inputs)
         if not compare(model(*inputs), expected, getattr(ref_mod, "tolerance", None)).ok:
             raise SystemExit(f"{path}: seed {directive} is not correct here; run generalize.py --check")
         name = directive.removeprefix("exemplar:")
-        fast_exp = fast_exp or function_text(code, "fast_exp_neg")
+        exp_definition = exp_definition or function_text(code, "fast_exp_neg")
         seeds.append(name)
         contenders[name] = lambda m=model: m(*inputs)
         if serial:
@@ -159,8 +159,8 @@ def measure(path: Path, runs: int, serial: bool = False, exp: bool = False) -> d
         floor1 = _load(scaffold, serialized(floor_kernel(scaffold)), f"headroom_{tag}_floor_serial", ref_model,
                        init_inputs)
         contenders["floor serial"] = lambda: floor1(*inputs)
-    if exp and fast_exp:
-        floor_e = _load(scaffold, exp_floor_kernel(scaffold, fast_exp), f"headroom_{tag}_expfloor", ref_model,
+    if exp and exp_definition:
+        floor_e = _load(scaffold, exp_floor_kernel(scaffold, exp_definition), f"headroom_{tag}_expfloor", ref_model,
                         init_inputs)
         contenders["exp floor"] = lambda: floor_e(*inputs)
     with torch.no_grad():
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=300, help="interleaved rounds per problem")
     ap.add_argument("--serial", action="store_true", help="also time each seed and the floor on one thread")
     ap.add_argument("--exp-floor", action="store_true",
-                    help="also a floor that computes the seeds' fast_exp of every input value (problems with an exp)")
+                    help="also a floor that computes the seeds' uncapped exp of every input value (problems with an exp)")
     args = ap.parse_args(argv)
     import torch
 

@@ -26,9 +26,10 @@ def never_positive(a) -> bool:
     """Whether a node's values are never above 0: each a value minus the maximum of the values of its own
     slice (``x - amax(x, dims, keepdim=True)``, as softmax, log-softmax and cross-entropy decompose), so that
     its exp needs no cap against overflow. A maximum first replaced where infinite (logsumexp's ``where``) is
-    not: a row with +inf would then subtract 0."""
+    not: a row with +inf would then subtract 0. The exp of such a value is fast_exp_neg, the row softmax's exp
+    without the cap."""
     if not isinstance(a, Node) or op_name(a)[1] != "sub" or len(a.args) != 2 or a.kwargs.get("alpha") not in (None, 1):
-        return False  # (the exp of such a value: fast_exp_neg, the row softmax's exp without the cap)
+        return False
     x, m = a.args
     if not isinstance(m, Node) or op_name(m)[1] != "amax" or m.args[0] is not x:
         return False
