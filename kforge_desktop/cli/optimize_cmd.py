@@ -90,6 +90,9 @@ def register(sub) -> None:
     m.add_argument("--kind", choices=("whole", "edit"), default="whole",
                    help="whole: a kernel from scratch, as a search's first request; edit: the seed a search places, "
                         "rewritten with one optimization directive per sample (default: whole)")
+    m.add_argument("--directive", default=None, metavar="KEY",
+                   help="with --kind edit: ask every sample for this directive (e.g. hoist_invariants) instead of "
+                        "the ones a search would choose in turn")
     m.set_defaults(func=cmd_sample)
 
 
@@ -447,6 +450,8 @@ def cmd_sample(args) -> int:
         raise UserError("--n must be at least 1.")
     if not 0 <= args.start < args.n:
         raise UserError(f"--start must be from 0 to {args.n - 1} (--n is {args.n}).")
+    if args.directive is not None and args.kind != "edit":
+        raise UserError("--directive names the change an edit asks for; add --kind edit.")
     problem = _problem(args.problem)
     out = Path(args.out)
     try:
@@ -461,7 +466,7 @@ def cmd_sample(args) -> int:
                                                      max_tokens=args.max_tokens or answer_tokens(args.target),
                                                      scaffold=not args.no_scaffold,
                                                      exemplars=not args.no_exemplars, kind=args.kind,
-                                                     start=args.start), start=args.start):
+                                                     start=args.start, directive=args.directive), start=args.start):
             if sample.source:
                 (out / f"candidate_{i:03d}.py").write_text(sample.source)
                 written += 1

@@ -21,8 +21,9 @@ from ..llm import prompts
 from ..problem.problem import Problem
 from ..store.records import NodeRecord
 from . import answers
+from .applicability import applicable
 from .config import SearchConfig
-from .directives import CORRECT_FIRST, choose_directive
+from .directives import CORRECT_FIRST, DIRECTIVES, choose_directive, directive_by_key
 from .exemplars import best_exemplar, collapse_helpers
 from .planner import edit_expansion, kernel_functions
 from .prompting import device_lines, prefill, with_differences
@@ -55,10 +56,12 @@ def _node(kernel: str, language: str, origin: str) -> NodeRecord:
 
 def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", seed: int = 0,
                       temperature: float = 0.7, max_tokens: int = 1024, scaffold: bool = True,
-                      exemplars: bool = True, kind: str = "whole", start: int = 0) -> Iterator[Sample]:
+                      exemplars: bool = True, kind: str = "whole", start: int = 0,
+                      directive: str | None = None) -> Iterator[Sample]:
     """Yield samples ``start``..``n - 1`` for ``problem`` in ``target`` (cpp, cuda or triton), one LLM call each.
     The requests before ``start`` are chosen as for a full run (an edit's directive depends on the ones asked
-    before it) but not asked: sample ``i`` is the same request whatever ``start``."""
+    before it) but not asked: sample ``i`` is the same request whatever ``start``. ``directive``: the key every
+    edit asks for instead (a directive that cannot change the seed is an error)."""
     from ..llm.extract import extract_code
 
     if kind not in KINDS:
@@ -84,6 +87,13 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
                                   "search places no seed to edit; sample whole kernels instead")
             parent = _node(seeds[0][1], target, "seed")
             functions = kernel_functions(parent.kernel_source, target)
+            if directive is not None:
+                asked = directive_by_key(target, directive)
+                if asked is None:
+                    keys = ", ".join(d.key for d in DIRECTIVES.get(target, ()))
+                    raise SampleError(f"no {target} directive {directive!r} (the {target} directives: {keys})")
+                if not applicable(directive, parent.kernel_source, sc.aten_ops):
+                    raise SampleError(f"directive {directive!r} cannot change this problem's seed ({seeds[0][0]})")
             ctx = prompts.PromptContext(kind="edit", parent_code=collapse_helpers(parent.kernel_source, target),
                                         **common)
         else:  # the search's first request from the root
@@ -103,7 +113,8 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
         request_ctx = ctx
         if kind == "edit":  # the next directive a search would ask of this seed
             rng = random.Random(f"{seed}:{i}")
-            d = choose_directive(target, tried, rng, kernel=parent.kernel_source, aten_ops=sc.aten_ops)
+            d = (directive_by_key(target, directive) if directive is not None else
+                 choose_directive(target, tried, rng, kernel=parent.kernel_source, aten_ops=sc.aten_ops))
             exp = edit_expansion(parent.id, functions, d, target, rng, tried)
             tried[exp.directive] = "pending"
             key = exp.directive
