@@ -749,3 +749,42 @@ def test_an_output_of_another_shape_gets_every_size_of_the_input_and_the_output(
     for forward in ("torch.softmax(x, dim=-1)", "x.sum(-1)"):
         plain = build_scaffold(_problem("plain", forward, "torch.randn(2, 4, 8)")[0])
         assert not any(a.name.startswith(("x_size", "out_size")) for a in plain.args)
+
+
+def test_autofix_moves_a_reciprocal_taken_before_the_loop_that_sets_its_value_after_that_value(tmp_path, build_cache):
+    """Asked to take a row's reciprocal once before the loop over its values, the default model put it at the top of
+    the entry point, before the loop over the rows that sets the value (recorded: dev/l2_normalize, 9 of 16 such
+    edits did not compile: "'v_clamp' was not declared in this scope"). The declaration moves to just after the
+    value it uses, and the kernel is a correct L2 normalization; a declaration something reads before that point
+    stays where it is (the kernel stays broken: no fix is kept)."""
+    from kforge_desktop.csource.items import function_text
+    from kforge_desktop.search.answers import autofix_kernel
+    from kforge_desktop.search.setup import seed_kernels
+
+    path = tmp_path / "l2.py"
+    path.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+                    "class Model(nn.Module):\n    def forward(self, emb):\n        return F.normalize(emb, dim=-1)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(16, 96)]\n\n\ndef get_init_inputs():\n    return []\n")
+    problem = load_problem(path)
+    scaffold = build_scaffold(problem)
+    [(directive, seed, _)] = list(seed_kernels(problem, scaffold, memory=False))
+    assert directive == "lowered" and "/ v_expand" in seed
+    answer = ('extern "C" void kernel_forward(const float* emb, float* out, int64_t rows, int64_t cols) {\n'
+              "    const float inv_v_clamp = 1.0f / v_clamp;  // new: once, here\n"
+              "    #pragma omp parallel for schedule(static)\n    for (int64_t r = 0; r < rows; ++r) {\n"
+              "        const float v_sum_1 = row_sum(emb, r, cols);\n        const float v_pow_2 = sqrtf(v_sum_1);\n"
+              "        const float v_clamp = ((v_pow_2 > 1e-12f || v_pow_2 != v_pow_2) ? v_pow_2 : 1e-12f);\n"
+              "        for (int64_t c = 0; c < cols; ++c) {\n            const float v_expand = v_clamp;\n"
+              "            const float v_div = (emb[r * cols + c] * inv_v_clamp);\n"
+              "            out[r * cols + c] = v_div;\n        }\n    }\n}")  # recorded (l2_normalize, answer 0)
+    fixed, notes = autofix_kernel(scaffold, merge_functions(seed, answer))
+    assert "declaration moved after the value it uses" in notes, notes
+    entry = [line.strip() for line in function_text(fixed, "kernel_forward").split("\n") if line.strip()]
+    at = entry.index("const float inv_v_clamp = 1.0f / v_clamp;  // new: once, here")
+    assert entry[at - 1].startswith("const float v_clamp =") and entry[at + 1].startswith("for (int64_t c = 0")
+    ref, new = _outputs(problem, scaffold, fixed, "l2_moved_reciprocal")
+    assert torch.allclose(ref, new, atol=1e-6, rtol=1e-5)
+    # read before the value is set: moving it would change what that read sees, so it stays (and nothing is kept)
+    early = answer.replace("    #pragma omp parallel for", "    out[0] = inv_v_clamp;\n    #pragma omp parallel for")
+    fixed, notes = autofix_kernel(scaffold, merge_functions(seed, early))
+    assert "declaration moved" not in notes and "1.0f / v_clamp;  // new: once, here\n    out[0]" in fixed
