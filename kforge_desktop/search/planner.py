@@ -28,6 +28,7 @@ from .directives import (
     choose_directive,
     directive_by_key,
     expected_rate,
+    hoist_text,
     launch_shape_text,
     reduction_term,
     simd_text,
@@ -282,6 +283,8 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
         text = simd_text(dict(functions).get(target, ""))
     if d.key == "single_pass" and language == "cpp":
         text = single_pass_text("\n".join(f for _, f in functions), target)
+    if d.key == "hoist_invariants" and language == "cpp":
+        text = hoist_text("\n".join(f for _, f in functions)) or text
     if d.key == "launch_shape" and language == "cuda":
         text = launch_shape_text("\n".join(f for _, f in functions)) or text
     return Expansion(node_id, "edit", key, text, target)
