@@ -81,3 +81,20 @@ def test_a_whole_kernel_is_asked_with_the_nearest_example_and_what_differs(test_
     assert "kernel_forward" in prompt and "straightforward, correct kernel first" in prompt
     assert "change it where this model differs" in prompt and "log" in prompt.split("differs:")[1]
     assert sample.directive == "straightforward"
+
+
+def test_every_edit_sample_asks_the_one_directive_named(tmp_path, test_model_path):
+    """``--directive`` measures one request: each sample asks for it (hoisting the lowered L2 normalization's
+    division here); a key that does not exist, one that cannot change the seed (its rows run in parallel already)
+    and one given without ``--kind edit`` are errors that say what to do, and nothing is written."""
+    problem = REPO / "benchmarks" / "problems_generalize" / "dev" / "l2_normalize.py"
+    run = _sample(problem, tmp_path / "hoist", test_model_path, "--kind", "edit", "--n", "2",
+                  "--directive", "hoist_invariants")
+    assert run.returncode == 0, run.stderr
+    assert re.findall(r"^\[\d/2\] ([\w@]+): ", run.stderr, re.M) == ["hoist_invariants"] * 2, run.stderr
+    for extra, said in ((("--kind", "edit", "--directive", "hoist"), "no cpp directive 'hoist'"),
+                        (("--kind", "edit", "--directive", "openmp_rows"), "cannot change this problem's seed"),
+                        (("--directive", "hoist_invariants"), "add --kind edit")):
+        bad = _sample(problem, tmp_path / "bad", test_model_path, "--n", "1", *extra)
+        assert bad.returncode == 2 and said in bad.stderr, bad.stderr
+    assert not (tmp_path / "bad").exists() or not any((tmp_path / "bad").iterdir())
