@@ -395,6 +395,10 @@ def output_writer(code: str, scaffold: Scaffold) -> str:
 # helper a definition needs lands above it)
 SHARED_HELPERS = {"cpp": {"fast_exp": "row_softmax", "fast_exp_neg": "row_softmax"}}
 PROVIDED = "provided (a float exp that vectorizes): call it, do not define it"  # how prompts name them
+# what a shared helper computes only under a condition, said on its line: shown "provided" like fast_exp, the
+# uncapped exp could be called on a value above 88 (exp(89) is infinite in float; fast_exp_neg returns a finite
+# wrong value there), and the evaluator's inputs would not show it
+CONDITIONS = {"fast_exp_neg": "only for x <= 0, a value minus the maximum of values that include it (fast_exp for any x); "}
 _PROVIDED_LINE = re.compile(rf"^[^\n]*{re.escape(PROVIDED)}[^\n]*(?:\n|$)", re.M)
 
 
@@ -437,7 +441,7 @@ def collapse_helpers(code: str, language: str) -> str:
         if text is None or head is None:
             continue
         if calls(own, name):
-            code = code.replace(text.strip(), f"// {head[:-1].strip()};  {PROVIDED}", 1)
+            code = code.replace(text.strip(), f"// {head[:-1].strip()};  {CONDITIONS.get(name, '')}{PROVIDED}", 1)
         else:  # left out with the blank lines after it
             code = re.sub(re.escape(text.strip()) + r"\n*", "", code, count=1)
     return code

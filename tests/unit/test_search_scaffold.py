@@ -164,14 +164,18 @@ def test_prompts_show_the_shared_exp_as_one_line_and_the_kernel_gets_it_back(nam
 
 
 def test_a_prompt_leaves_out_a_shared_helper_only_the_helpers_call_and_nothing_else_changes():
-    """The row softmax's prompt names the exp its own loop calls (fast_exp_neg) and leaves out the fast_exp it does
-    not call, blank lines and all; a CUDA or Triton exemplar has no shared helper and is shown as it is, byte for byte
+    """The row softmax's prompt names the exp its own loop calls (fast_exp_neg), with the condition it holds under, and
+    leaves out the fast_exp it does not call, blank lines and all; a CUDA or Triton exemplar has no shared helper and is shown as it is, byte for byte
     (the Triton exemplars' two blank lines between functions included)."""
-    from kforge_desktop.search.exemplars import collapse_helpers, load_exemplars
+    from kforge_desktop.search.exemplars import PROVIDED, collapse_helpers, load_exemplars
 
     softmax = next(e for e in load_exemplars("cpp") if e.name == "row_softmax")
     shown = collapse_helpers(softmax.code, "cpp")
-    assert "fast_exp_neg(float x);  provided" in shown and "fast_exp(" not in shown and "\n\n\n" not in shown
+    assert "fast_exp(" not in shown and "\n\n\n" not in shown
+    # the uncapped exp's line says where it holds (above 88 it is not exp): a model calls it on a value minus the
+    # row's maximum, and fast_exp elsewhere
+    line = next(ln for ln in shown.split("\n") if "fast_exp_neg(float x);" in ln)
+    assert "only for x <= 0" in line and "fast_exp for any x" in line and line.endswith(PROVIDED)
     for ex in load_exemplars("cuda"):
         assert collapse_helpers(ex.code, "cuda") == ex.code, ex.name
     triton = sorted((PROBLEMS.parent / "exemplars" / "triton").glob("*.py"))
