@@ -203,7 +203,7 @@ def _move_after_operand(lines: list[str], idx: int, name: str) -> bool:
     down: a local declaration that uses a name the function declares only later (in a block below it) moves to
     just after that declaration, when everything that reads it comes after that point, inside the same block
     (asked to take a row's reciprocal once before the loop over its values, the default model put it before the
-    loop over the rows: 9 of 16 such edits, dev/l2_normalize)."""
+    loop over the rows: 8 of 16 such edits of dev/l2_normalize, "'v_clamp' was not declared in this scope")."""
     m = _LOCAL_DECL.match(lines[idx])
     span = _function_span(lines, idx)
     if not m or span is None or not re.search(rf"\b{re.escape(name)}\b", lines[idx].split("=", 1)[1]):

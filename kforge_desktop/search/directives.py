@@ -272,8 +272,8 @@ def hoist_text(kernel: str) -> str | None:
                      f"`const float {inv} = 1.0f / {value};` once, right before that loop, and multiply by `{inv}` "
                      f"where it divides by `{name}`")
         setter = re.search(rf"^\s*((?:const\s+)?(?:float|auto)\s+{value}\s*=)", entry, re.M)
-        if setter:  # the entry point's own line (shown whole, the line's call went missing more often: 5 of 8 edits
-            # did not compile on dev/padding_masked_softmax, against 2 of 8 so)
+        if setter:  # the entry point's own line, its value left out (shown whole, `= row_sum(...);`, 1 of 8 edits of
+            # dev/padding_masked_softmax were correct at seed 0)
             pattern.append(f"{setter.group(1)} /* as now */;")
         pattern += [f"const float {inv} = 1.0f / {value};  // new: once, here", f"{loop} {{",
                     f"    /* the same statements as now, with `a / {name}` written `a * {inv}` */", "}"]

@@ -757,7 +757,7 @@ def test_an_output_of_another_shape_gets_every_size_of_the_input_and_the_output(
 
 def test_autofix_moves_a_reciprocal_taken_before_the_loop_that_sets_its_value_after_that_value(tmp_path, build_cache):
     """Asked to take a row's reciprocal once before the loop over its values, the default model put it at the top of
-    the entry point, before the loop over the rows that sets the value (recorded: dev/l2_normalize, 9 of 16 such
+    the entry point, before the loop over the rows that sets the value (recorded: dev/l2_normalize, 8 of 16 such
     edits did not compile: "'v_clamp' was not declared in this scope"). The declaration moves to just after the
     value it uses, and the kernel is a correct L2 normalization; a declaration something reads before that point
     stays where it is (the kernel stays broken: no fix is kept)."""
