@@ -13,6 +13,12 @@ and such a row is marked a control.
 
     python benchmarks/exp_clamp.py                 # every problem whose seeds call fast_exp_neg, quiet machine
     python benchmarks/exp_clamp.py --problems dev/log_softmax test/cross_entropy_rows
+    python benchmarks/exp_clamp.py --fast-exp-before   # fast_exp as exp above 88 against the cap it had
+
+``--fast-exp-before`` asks what ``fast_exp`` costs now that it is exp above 88 too (``exp(x - 1) * e`` up to the
+largest finite exp, +inf past it) instead of capping its argument at 88 (a logsumexp of a row holding +inf gave
+88): every seed whose own code calls ``fast_exp`` against the same seed with the capped ``fast_exp`` back, the same
+way; a seed that calls only ``fast_exp_neg`` is the control there.
 """
 
 from __future__ import annotations
@@ -39,7 +45,19 @@ def with_cap(code: str) -> str:
     return code.replace(LOWER_ONLY, CAPPED)
 
 
-def measure(path: Path, runs: int) -> dict | None:
+EXP_ABOVE_88 = ("    const float e = fast_exp_neg(x > 88.0f ? (x > 89.0f ? 88.0f : x - 1.0f) : x);\n"
+                "    return x > 88.0f ? (x > 88.7228394f ? INFINITY : e * 2.71828183f) : e;")
+FAST_EXP_CAPPED = "    return fast_exp_neg(x > 88.0f ? 88.0f : x);"
+
+
+def with_capped_fast_exp(code: str) -> str:
+    """The seed with fast_exp as it was: fast_exp_neg of its argument capped at 88."""
+    if EXP_ABOVE_88 not in code:
+        raise SystemExit("the seed's fast_exp is not the row-softmax exemplar's any more; update this script")
+    return code.replace(EXP_ABOVE_88, FAST_EXP_CAPPED)
+
+
+def measure(path: Path, runs: int, helper: str = "fast_exp_neg") -> dict | None:
     import torch
 
     from kforge_desktop.csource.items import calls
@@ -49,14 +67,16 @@ def measure(path: Path, runs: int) -> dict | None:
     problem, scaffold, _ref_mod, init_inputs, ref_model, inputs, seed_list = setup(path)
     tag = problem.name
     contenders, names = {}, []
+    other = "fast_exp" if helper == "fast_exp_neg" else "fast_exp_neg"
+    variant = with_cap if helper == "fast_exp_neg" else with_capped_fast_exp
     for i, (directive, code, _note) in enumerate(seed_list):
-        if "fast_exp_neg(" not in code:
+        if f"{helper}(" not in code:
             continue
         name = directive.removeprefix("exemplar:")
-        if not any(calls(text, "fast_exp_neg") for _, text in kernel_functions(code, "cpp")):  # only through fast_exp, which caps first: a control
-            name += " (control: fast_exp only)"
+        if not any(calls(text, helper) for _, text in kernel_functions(code, "cpp")):  # reached only through the
+            name += f" (control: {other} only)"  # other exp, which the variant does not change
         seed = _load(scaffold, code, f"cap_{tag}_seed{i}", ref_model, init_inputs)
-        capped = _load(scaffold, with_cap(code), f"cap_{tag}_seed{i}_capped", ref_model, init_inputs)
+        capped = _load(scaffold, variant(code), f"cap_{tag}_seed{i}_{helper}_capped", ref_model, init_inputs)
         with torch.no_grad():
             if not torch.equal(seed(*inputs), capped(*inputs)):
                 raise SystemExit(f"{path}: {name} with the cap gives other values")
@@ -79,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", nargs="+", help="HALF/NAME (default: every problem of both halves)")
     ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--fast-exp-before", action="store_true",
+                    help="the seeds that call fast_exp, against fast_exp capped at 88 as it was")
     args = ap.parse_args(argv)
+    helper = "fast_exp" if args.fast_exp_before else "fast_exp_neg"
     import torch
 
     root = HERE / "problems_generalize"
@@ -90,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| problem | best seed | seed ms | with the cap ms | capped / seed | floor ms | every seed that calls it |")
     print("|---|---|---|---|---|---|---|")
     for path in paths:
-        r = measure(path, args.runs)
+        r = measure(path, args.runs, helper)
         if r is None:
             continue
         each = "; ".join(f"{n} {c / m:.2f}x" for n, (m, c) in r["all"].items())

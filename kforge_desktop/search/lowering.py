@@ -239,7 +239,7 @@ class _Writer:
         if op == "bitwise_not" and val.dtype == torch.bool:  # ~mask
             op = "logical_not"
         if op == "exp" and self.language == "cpp" and never_positive(args[0]):
-            expr = f"fast_exp_neg({vals[0][0]})"  # x minus its slice's maximum: no cap at exp(88) to test
+            expr = f"fast_exp_neg({vals[0][0]})"  # x minus its slice's maximum: never above 88, nothing to test
         elif op in self.unary and vals:
             expr = self.unary[op].format(vals[0][0])
         elif op == "pow" and len(args) == 2 and not isinstance(args[1], torch.fx.Node):

@@ -218,6 +218,24 @@ def test_a_session_without_a_fitting_exemplar_starts_from_the_lowered_reference(
     store.close()
 
 
+def test_an_exp_above_88_is_exp_and_a_row_holding_infinity_gives_infinity(tmp_path, build_cache):
+    """The seeds' fast_exp capped its argument at 88: a lowered logsumexp of a row holding +inf gave 88 where torch
+    gives +inf, and exp(88.5) gave exp(88). It is exp up to the largest finite float now and +inf past it, so a
+    logsumexp of rows with +inf, -inf, NaN and values near exp's limit, and an exp of values up to 100, are torch's."""
+    rows = ("[torch.stack([torch.tensor([float('inf')] + [0.0] * 49), torch.tensor([float('-inf')] * 50), "
+            "torch.tensor([float('nan')] + [1.0] * 49), torch.full((50,), 88.5), torch.linspace(80.0, 88.7, 50), "
+            "torch.randn(50) * 3])]")
+    for name, forward, inputs in (("logsumexp_edges", "return torch.logsumexp(x, dim=-1)", rows),
+                                  ("exp_near_overflow", "return torch.exp(x)", "[torch.linspace(60.0, 100.0, 4096)]")):
+        problem = _problem(tmp_path, name, "pass", forward, inputs, "[]")
+        scaffold = build_scaffold(problem)
+        kernel = lower(problem, scaffold)
+        assert "fast_exp(" in kernel.replace(function_text(kernel, "fast_exp"), ""), name
+        want, got = _run(problem, scaffold, kernel)
+        torch.testing.assert_close(got, want, atol=0.0, rtol=1e-5, equal_nan=True)  # +inf where torch has +inf
+        assert torch.equal(torch.isinf(got), torch.isinf(want)) and torch.isinf(want).any(), name
+
+
 def test_an_exp_of_a_value_minus_its_rows_maximum_is_not_capped_and_the_values_stay_the_same(tmp_path, build_cache):
     """In a softmax, a log-softmax or a cross-entropy the exp's argument is a value minus the maximum of its row,
     never positive: the lowered kernel calls fast_exp_neg there (the exp without the cap at exp(88) to test; 1.05-1.2x

@@ -19,7 +19,7 @@ static inline float row_max(const float* xr, float scale, int64_t cols) {
 // exp(x) for x <= 88, in plain float arithmetic, so that a loop calling it is vectorized (std::exp is not):
 // 2^(n + f): y = x / ln 2, n = round(y), |f| <= 1/2, 2^f by its Taylor polynomial of degree 5 (relative
 // error < 5e-6, benchmarks/fast_exp_error.py); 0 below -87 (exp underflows; -inf gives 0). For a value minus
-// the maximum of values that include it (never positive), with no cap to test: fast_exp caps x at 88 first
+// the maximum of values that include it (never positive), with no test above 88: fast_exp is exp for any x
 static inline float fast_exp_neg(float x) {
     const float y = (x < -87.0f ? -87.0f : x) * 1.44269504f;
     const float n = (y + 12582912.0f) - 12582912.0f;  // round to nearest
@@ -36,9 +36,11 @@ static inline float fast_exp_neg(float x) {
     return x < -87.0f ? 0.0f : p * scale;
 }
 
-// exp(x) for any x, capped at exp(88) (fast_exp_neg of x, capped)
+// exp(x) for any x: fast_exp_neg up to 88; above, exp(x - 1) * e up to the largest finite exp, +inf past it (+inf
+// gives +inf, NaN gives NaN). Capped at exp(88) instead, a logsumexp of a row holding +inf gave 88
 static inline float fast_exp(float x) {
-    return fast_exp_neg(x > 88.0f ? 88.0f : x);
+    const float e = fast_exp_neg(x > 88.0f ? (x > 89.0f ? 88.0f : x - 1.0f) : x);
+    return x > 88.0f ? (x > 88.7228394f ? INFINITY : e * 2.71828183f) : e;
 }
 
 // yr[c] = exp(xr[c] * scale - m); returns the sum of those values
