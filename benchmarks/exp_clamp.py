@@ -46,7 +46,7 @@ def with_cap(code: str) -> str:
 
 
 EXP_ABOVE_88 = ("    const float e = fast_exp_neg(x > 88.0f ? (x > 89.0f ? 88.0f : x - 1.0f) : x);\n"
-                "    return x > 88.0f ? (x > 88.7228394f ? INFINITY : e * 2.71828183f) : e;")
+                "    return x > 88.0f ? (x > 88.7228317f ? INFINITY : e * 2.71828183f) : e;")
 FAST_EXP_CAPPED = "    return fast_exp_neg(x > 88.0f ? 88.0f : x);"
 
 

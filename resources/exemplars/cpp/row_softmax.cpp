@@ -40,7 +40,7 @@ static inline float fast_exp_neg(float x) {
 // gives +inf, NaN gives NaN). Capped at exp(88) instead, a logsumexp of a row holding +inf gave 88
 static inline float fast_exp(float x) {
     const float e = fast_exp_neg(x > 88.0f ? (x > 89.0f ? 88.0f : x - 1.0f) : x);
-    return x > 88.0f ? (x > 88.7228394f ? INFINITY : e * 2.71828183f) : e;
+    return x > 88.0f ? (x > 88.7228317f ? INFINITY : e * 2.71828183f) : e;
 }
 
 // yr[c] = exp(xr[c] * scale - m); returns the sum of those values
