@@ -220,13 +220,15 @@ def test_a_session_without_a_fitting_exemplar_starts_from_the_lowered_reference(
 
 def test_an_exp_above_88_is_exp_and_a_row_holding_infinity_gives_infinity(tmp_path, build_cache):
     """The seeds' fast_exp capped its argument at 88: a lowered logsumexp of a row holding +inf gave 88 where torch
-    gives +inf, and exp(88.5) gave exp(88). It is exp up to the largest finite float now and +inf past it, so a
-    logsumexp of rows with +inf, -inf, NaN and values near exp's limit, and an exp of values up to 100, are torch's."""
+    gives +inf, and exp(100) gave exp(88). Capped at 89 its 2^n overflows to +inf past 88.37 (exp overflows a float
+    past 88.72), so a logsumexp of rows with +inf, -inf, NaN and values near exp's limit is torch's, and so is an exp of
+    values up to 88.3 and from 88.8 on (between the two it gives +inf a little early)."""
     rows = ("[torch.stack([torch.tensor([float('inf')] + [0.0] * 49), torch.tensor([float('-inf')] * 50), "
             "torch.tensor([float('nan')] + [1.0] * 49), torch.full((50,), 88.5), torch.linspace(80.0, 88.7, 50), "
             "torch.randn(50) * 3])]")
     for name, forward, inputs in (("logsumexp_edges", "return torch.logsumexp(x, dim=-1)", rows),
-                                  ("exp_near_overflow", "return torch.exp(x)", "[torch.linspace(60.0, 100.0, 4096)]")):
+                                  ("exp_near_overflow", "return torch.exp(x)", "[torch.cat([torch.linspace(60.0, 88.3, 2048), "
+                                   "torch.linspace(88.8, 100.0, 2047), torch.tensor([float('inf')])])]")):
         problem = _problem(tmp_path, name, "pass", forward, inputs, "[]")
         scaffold = build_scaffold(problem)
         kernel = lower(problem, scaffold)
@@ -250,7 +252,7 @@ def test_an_exp_of_a_value_minus_its_rows_maximum_is_not_capped_and_the_values_s
         kernel = lower(problem, build_scaffold(problem))
         helpers = function_text(kernel, "fast_exp") + function_text(kernel, "fast_exp_neg")  # fast_exp calls it
         own = kernel.replace(function_text(kernel, "fast_exp"), "").replace(function_text(kernel, "fast_exp_neg"), "")
-        assert "fast_exp(" in own and "fast_exp_neg(" not in own and "x > 88.0f" in helpers, name
+        assert "fast_exp(" in own and "fast_exp_neg(" not in own and "x > 89.0f" in helpers, name
     wide = ("[torch.where(torch.arange(1536).reshape(16, 96) % 7 == 3, float('-inf'), torch.randn(16, 96) * "
             "torch.logspace(-2, 3, 16)[:, None])]")
     problem = _problem(tmp_path, "log_softmax_wide", "pass", "return torch.log_softmax(x, dim=-1)", wide, "[]")

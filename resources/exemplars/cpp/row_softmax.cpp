@@ -36,11 +36,12 @@ static inline float fast_exp_neg(float x) {
     return x < -87.0f ? 0.0f : p * scale;
 }
 
-// exp(x) for any x: fast_exp_neg up to 88; above, exp(x - 1) * e up to the largest finite exp, +inf past it (+inf
-// gives +inf, NaN gives NaN). Capped at exp(88) instead, a logsumexp of a row holding +inf gave 88
+// exp(x) for x up to 88.37 (fast_exp_neg, whose 2^n holds up to 2^127), +inf above: past 88.72 exp overflows a float,
+// and from 88.37 to there it gives +inf a little early. +inf gives +inf, NaN gives NaN. Capped at 88 instead, it gave
+// exp(88) for anything larger (a logsumexp of a row holding +inf gave 88); exact up to 88.72 (exp(x - 1) * e), the
+// seeds that call it ran 1.37-1.52x slower; this costs nothing (benchmarks/exp_clamp.py --fast-exp-before)
 static inline float fast_exp(float x) {
-    const float e = fast_exp_neg(x > 88.0f ? (x > 89.0f ? 88.0f : x - 1.0f) : x);
-    return x > 88.0f ? (x > 88.7228317f ? INFINITY : e * 2.71828183f) : e;
+    return fast_exp_neg(x > 89.0f ? 89.0f : x);
 }
 
 // yr[c] = exp(xr[c] * scale - m); returns the sum of those values
