@@ -318,7 +318,7 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
     exp = engine.next_expansion(tree)
     assert (exp.kind, exp.directive, exp.target) == ("edit", "cache_blocking", "kernel_forward")
     ctx = engine.prompt(exp, tree)
-    assert "fast_exp_neg(float x);  provided" in ctx.parent_code and "12582912.0f" not in ctx.parent_code
+    assert "fast_exp_neg(float x);  only for x <= 0" in ctx.parent_code and "12582912.0f" not in ctx.parent_code
     assert prompting.prefill(ctx, engine.config, engine.scaffold()) == ('```cpp\nextern "C" void kernel_forward(const float* x, float* out, int64_t rows, '
                                     'int64_t cols) {\n')
     helper = prompting.prefill(replace(ctx, target="exp_row"), engine.config, engine.scaffold())
