@@ -42,9 +42,11 @@ class ScriptedModel:
     context_size = 8192
     raw_completion = False
 
-    def __init__(self, delay_s: float = 0.3, parallel: int = 3, tokens: int = 24, trace: str | None = None) -> None:
+    def __init__(self, delay_s: float = 0.3, parallel: int = 3, tokens: int = 24, trace: str | None = None,
+                 staggered: bool = False) -> None:
         self.trace = trace  # a file that gets "start SEED" and "end SEED" lines: what is being generated
         self.delay_s = delay_s
+        self.staggered = staggered  # answers asked together come back in the order asked, a third of delay_s apart
         self.parallel = parallel
         self.tokens = tokens
         self.calls: list[int | None] = []
@@ -61,7 +63,10 @@ class ScriptedModel:
             self._now += 1
             self.peak = max(self.peak, self._now)
             self.calls.append(request.seed)
-            pause = self._jitter.uniform(0.3 * self.delay_s, self.delay_s)
+            if self.staggered:
+                pause = self.delay_s * ((len(self.calls) - 1) % self.parallel + 1) / self.parallel
+            else:
+                pause = self._jitter.uniform(0.3 * self.delay_s, self.delay_s)
         self._note(f"start {request.seed}")
         try:
             prompt = "\n".join(m.content for m in request.messages) if request.messages else request.prompt or ""
@@ -95,7 +100,9 @@ class ScriptedModel:
 
 def run_search(session: str, budget: int, inflight: int, build_cache: str) -> None:
     """The search process of the kill -9 test: a new session on rms_norm, the real evaluator on the
-    CPU, this scripted model, K expansions in flight; or, when the session exists, its resume."""
+    CPU, this scripted model, K expansions in flight; or, when the session exists, its resume. The
+    answers are staggered (1, 2 and 3 s), so the first is evaluated while the others are still being
+    written: the moment the test kills the search comes in every run, however busy the machine."""
     import os
 
     os.environ["KFORGE_BUILD_CACHE"] = build_cache
@@ -113,7 +120,7 @@ def run_search(session: str, budget: int, inflight: int, build_cache: str) -> No
         store, load_problem(REPO / "resources" / "problems" / "rms_norm.py"), config)
     fast = EvalOptions(trials=2, timed_runs=5, warmup_runs=1, compare_compile=False)
     with Evaluator("cpu", workers=2, options=fast) as evaluator:
-        SearchEngine(store, pid, ScriptedModel(delay_s=1.0, trace=session + ".trace"), evaluator, config).run()
+        SearchEngine(store, pid, ScriptedModel(delay_s=3.0, staggered=True, trace=session + ".trace"), evaluator, config).run()
     store.close()
 
 
