@@ -34,7 +34,16 @@ import re
 import torch
 
 from ..problem.problem import Problem
-from .lowering_cpp import BINARY_CPP, MAX_CPP, MIN_CPP, UNARY_CPP, never_positive, reduction_helper, with_math
+from .lowering_cpp import (
+    BINARY_CPP,
+    MAX_CPP,
+    MIN_CPP,
+    UNARY_CPP,
+    nan_left_to_a_sum,
+    never_positive,
+    reduction_helper,
+    with_math,
+)
 from .lowering_cuda import rows_kernel
 from .lowering_pool import PLAIN_VIEWS, POOLS, lower_pool
 from .lowering_rows import Rows
@@ -418,6 +427,7 @@ class _Writer:
         if any("_run +=" in st for st in pre):  # its running value would be carried on into the output loop
             raise Unsupported(f"{op} of a cumulative sum")
         stmts: list[str] = []
+        nan_flag = True
         if op == "var":  # prims.var(x, dims, correction): the mean first, then the squared deviations
             correction = float(args[2]) if len(args) > 2 else float(node.kwargs.get("correction", 1) or 0)
             mean = self._ref(f"{var}_mean")
@@ -433,7 +443,13 @@ class _Writer:
             step = {"sum": f"{acc} += {x};", "mean": f"{acc} += {x};", "prod": f"{acc} *= {x};",
                     "amax": f"{acc} = fmaxf({acc}, {x});", "amin": f"{acc} = fminf({acc}, {x});"}[op]
             combine = {"sum": "+", "mean": "+", "prod": "*", "amax": "max", "amin": "min"}[op]
-            if op in ("amax", "amin") and self.language == "cpp":
+            if op in ("amax", "amin") and self.language == "cpp" and nan_left_to_a_sum(node):
+                # a compare that skips a NaN: the outputs it reaches are NaN through the row's sum anyway
+                stmts += [*self._row_value(var, start, const=False),
+                          *self._loop(pre + [f"{acc} = {x} {'>' if op == 'amax' else '<'} {acc} ? {x} : {acc};"],
+                                      f"{combine} : {var}")]
+                nan_flag = False
+            elif op in ("amax", "amin") and self.language == "cpp":
                 # a compare, and a NaN seen on the way makes the result NaN, as in torch: a SIMD loop of fmaxf ran
                 # 12x slower (the lowered log_softmax's max), and fmaxf drops a NaN
                 cmp, nan = (">" if op == "amax" else "<"), self._ref(f"{var}_nan")
@@ -447,16 +463,16 @@ class _Writer:
                               *self._across_lanes(var, combine)]
             if op == "mean":
                 stmts += self._rows_of_tile([f"{acc} /= {cols};"])
-        self._reduction(op, var, stmts)
+        self._reduction(op, var, stmts, nan_flag)
         self.define(node, "row", acc)
 
-    def _reduction(self, op: str, var: str, stmts: list[str]) -> None:
+    def _reduction(self, op: str, var: str, stmts: list[str], nan_flag: bool = True) -> None:
         """A row's reduction: in C++ along the last dimension a helper function that returns it, called from the
         row's loop (``reduction_helper``); inline otherwise (a tile's arrays, a warp's lanes)."""
         if self.language != "cpp" or self.tiled or self.warp:
             self.body += stmts
             return
-        helper, call = reduction_helper(op, var, stmts, self.args, self.body, self.helpers)
+        helper, call = reduction_helper(op, var, stmts, self.args, self.body, self.helpers, nan_flag)
         self.helpers.append(helper)
         self.body.append(call)
 

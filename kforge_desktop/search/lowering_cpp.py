@@ -36,13 +36,64 @@ def never_positive(a) -> bool:
     return bool(m.args[2] if len(m.args) > 2 else m.kwargs.get("keepdim", False))
 
 
+# operators whose result is NaN where an operand is NaN (powf(NaN, 0) is 1, a compare or a where picks: not these)
+_KEEP_NAN = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "neg", "reciprocal", "abs", "view",
+             "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "broadcast_in_dim", "clone", "alias", "detach",
+             "contiguous"}
+_SUMS = {"sum", "mean", "prod", "var"}  # a row's reduction that is NaN where one of its values is
+
+
+def _operands(n) -> list:
+    return [a for a in (*n.args, *n.kwargs.values()) for a in (a if isinstance(a, (tuple, list)) else [a])
+            if isinstance(a, Node)]
+
+
+def _reduced(n) -> list[int]:
+    """The dimensions a reduction runs over that are longer than 1."""
+    shape = tuple(n.args[0].meta["val"].shape)
+    dims = n.args[1] if len(n.args) > 1 else []
+    dims = [dims] if isinstance(dims, int) else list(dims or range(len(shape)))
+    return sorted({d % len(shape) for d in dims if shape[d % len(shape)] != 1})
+
+
+def nan_left_to_a_sum(m) -> bool:
+    """Whether a row's maximum (or minimum) ``m = amax(x)`` needs no NaN flag of its own: where ``x``'s row holds
+    a NaN, every output computed from ``m`` is also computed, through operators that keep a NaN, from a sum over
+    that row of values that are NaN where ``x`` is (a softmax's, a log-softmax's, a logsumexp's or a
+    cross-entropy's exp-sum), and so is NaN whether ``m`` is NaN (torch) or the maximum of the other values (a
+    compare that skips a NaN). Every other value is the same either way: one not computed from ``m``, or one
+    computed only from such values and those NaN ones (a cross-entropy's ``where`` for an ignored target). The
+    flag is a second test per value in the maximum's loop (``benchmarks/nan_flag.py`` times what it costs)."""
+    if not isinstance(m, Node) or not isinstance(m.args[0], Node):
+        return False
+    x, order, along = m.args[0], list(m.graph.nodes), _reduced(m)
+    at_x = {x}  # NaN where x is NaN, either way
+    whole_row: set = set()  # NaN across a row where x's row holds a NaN, either way
+    differs = {m}  # may differ: m, and what is computed from it before it is NaN either way
+    for n in order[order.index(m) + 1:]:
+        operands = _operands(n)
+        op = op_name(n)[1] if n.op == "call_function" else ""
+        if op in _KEEP_NAN and any(a in whole_row for a in operands):
+            whole_row.add(n)
+        elif op in _KEEP_NAN and any(a in at_x for a in operands):
+            at_x.add(n)
+        elif (op in _SUMS and operands and operands[0] in at_x | whole_row and _reduced(n) == along
+              or op == "gather" and operands and operands[0] in whole_row):
+            whole_row.add(n)
+        if n not in whole_row and any(a in differs for a in operands):
+            if n.op == "output":
+                return False
+            differs.add(n)
+    return True
+
+
 class _Param(NamedTuple):
     decl: str
     name: str
 
 
 def reduction_helper(op: str, var: str, stmts: list[str], args: tuple, body: list[str],
-                     helpers: list[str]) -> tuple[str, str]:
+                     helpers: list[str], nan_flag: bool = True) -> tuple[str, str]:
     """(the helper, the row's statement calling it) for a reduction along the last dimension written as
     ``stmts`` into ``var``: a function that returns it (``row_max``, ``row_sum``, ...; a number added where
     ``helpers`` has that name), taking the scaffold ``args`` it reads, ``r``, and the row values of ``body``
@@ -63,7 +114,8 @@ def reduction_helper(op: str, var: str, stmts: list[str], args: tuple, body: lis
     name, k = base, 2
     while any(f" {name}(" in h for h in helpers):
         name, k = f"{base}_{k}", k + 1
-    what = {"amax": "maximum (a NaN in the row makes it NaN)", "amin": "minimum (a NaN in the row makes it NaN)",
+    nan = "a NaN in the row makes it NaN" if nan_flag else "a NaN in the row makes the sum below NaN"
+    what = {"amax": f"maximum ({nan})", "amin": f"minimum ({nan})",
             "sum": "sum", "mean": "mean", "prod": "product", "var": "variance"}[op]
     helper = (f"// the row's {what}\nstatic inline float {name}({', '.join(a.decl for a in params)}) {{\n"
               + "\n".join("    " + st for st in stmts) + f"\n    return {var};\n}}\n")

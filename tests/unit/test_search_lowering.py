@@ -265,3 +265,29 @@ def test_an_exp_of_a_value_minus_its_rows_maximum_is_not_capped_and_the_values_s
                                                                  "* 1.44269504f"))
     assert torch.equal(got, capped)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # -inf where the input is -inf, as torch
+
+
+def test_a_maximum_whose_nan_every_output_gets_through_the_rows_sum_skips_its_own_nan_test(tmp_path, build_cache):
+    """In a softmax, a log-softmax, a logsumexp and a cross-entropy (an ignored target included), a NaN in a row
+    reaches every output of that row through the row's exp-sum, so the maximum's loop needs no NaN test of its own
+    (its values are torch's on rows holding NaN, +inf and both); where the maximum reaches an output otherwise
+    (``relu(x) + amax``, the test above) it keeps it."""
+    rows = ("torch.stack([torch.randn(40) * 3, torch.tensor([float('nan')] + [0.5] * 39), torch.full((40,), float('nan')), "
+            "torch.tensor([float('inf')] + [1.0] * 39), torch.tensor([float('inf'), float('nan')] + [1.0] * 38), "
+            "torch.randn(40) * 3])")
+    cases = (("softmax_scaled", "return torch.softmax(x * 1.7, dim=-1)", f"[{rows}]"),
+             ("log_softmax_nan", "return torch.log_softmax(x, dim=-1)", f"[{rows}]"),
+             ("logsumexp_nan", "return torch.logsumexp(x, dim=-1)", f"[{rows}]"),
+             ("smoothed_ce_ignored", "return F.cross_entropy(x, y, reduction='none', label_smoothing=0.1)",
+              f"[{rows}, torch.tensor([3, 5, -100, 0, 1, -100])]"))
+    for name, forward, inputs in cases:
+        problem = _problem(tmp_path, name, "pass", forward, inputs, "[]")
+        scaffold = build_scaffold(problem)
+        kernel = lower(problem, scaffold)
+        assert kernel is not None and "row_max(" in kernel and "NAN" not in function_text(kernel, "row_max"), name
+        want, got = _run(problem, scaffold, kernel)
+        assert torch.isnan(want[1]).all() and not torch.isnan(want[0]).any(), name  # row 1 holds a NaN
+        torch.testing.assert_close(got, want, equal_nan=True, atol=1e-5, rtol=1e-5)
+    relu_max = _problem(tmp_path, "relu_plus_max", "pass", "return torch.relu(x) + x.amax(dim=-1, keepdim=True)",
+                        f"[{rows}]", "[]")
+    assert "NAN" in function_text(lower(relu_max, build_scaffold(relu_max)), "row_max")
