@@ -35,9 +35,9 @@ import torch
 
 from ..problem.problem import Problem
 from .lowering_cpp import (
-    BINARY_CPP,
-    MAX_CPP,
-    MIN_CPP,
+    MAX_NAN,
+    MIN_NAN,
+    RELU_NAN,
     UNARY_CPP,
     nan_left_to_a_sum,
     never_positive,
@@ -57,10 +57,10 @@ _VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "
 _UNARY = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
           "abs": "fabsf({})", "tanh": "tanhf({})", "erf": "erff({})", "log1p": "log1pf({})", "expm1": "expm1f({})",
           "sin": "sinf({})", "cos": "cosf({})", "neg": "(-{})", "reciprocal": "(1.0f / {})",
-          "sigmoid": "(1.0f / (1.0f + expf(-{})))", "relu": "fmaxf({}, 0.0f)", "logical_not": "(!{})",
+          "sigmoid": "(1.0f / (1.0f + expf(-{})))", "relu": RELU_NAN, "logical_not": "(!{})",
           "sign": "(float)(({0} > 0.0f) - ({0} < 0.0f))", "floor": "floorf({})", "ceil": "ceilf({})"}
 _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
-           "maximum": "fmaxf({}, {})", "minimum": "fminf({}, {})", "gt": "({} > {})", "lt": "({} < {})",
+           "maximum": MAX_NAN, "minimum": MIN_NAN, "gt": "({} > {})", "lt": "({} < {})",
            "ge": "({} >= {})", "le": "({} <= {})", "eq": "({} == {})", "ne": "({} != {})",
            "logical_and": "({} && {})", "logical_or": "({} || {})", "pow": "powf({}, {})", "atan2": "atan2f({}, {})"}
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "prod"}
@@ -158,8 +158,8 @@ class _Writer:
         self.language = language
         cpp = language == "cpp"
         self.unary = {**_UNARY, **(UNARY_CPP if cpp else {})}
-        self.binary = {**_BINARY, **(BINARY_CPP if cpp else {})}
-        self.max, self.min = (MAX_CPP, MIN_CPP) if cpp else ("fmaxf({0}, {1})", "fminf({0}, {1})")
+        self.binary = _BINARY
+        self.max, self.min = MAX_NAN, MIN_NAN
         self.scalars = scalars or {}  # a scalar argument's value -> its name: the kernel reads the argument
         # CUDA along the last dimension: a warp a row, its 32 lanes strided over the row and each reduction
         # finished with shuffles (one thread a row read 32 rows' values cols apart: 0.01x eager on long rows).
@@ -372,12 +372,16 @@ class _Writer:
         return [*simd, f"for (int64_t c = 0; c < {n}; ++c) {{", *[f"    {s}" for s in statements], "}"]
 
     def _across_lanes(self, var: str, op: str) -> list[str]:
-        """In the warp form, a lane's partial ``var`` combined with the other lanes' (every lane gets the result)."""
+        """In the warp form, a lane's partial ``var`` combined with the other lanes' (every lane gets the result).
+        ``max_nan``/``min_nan``: a NaN in any lane's partial makes the result NaN (every lane shuffles before it
+        compares: a shuffle inside a condition some lanes skip would leave the others waiting)."""
         if not self.warp:
             return []
         other = f"__shfl_xor_sync(0xffffffff, {var}, k)"
         step = {"+": f"{var} += {other};", "*": f"{var} *= {other};", "max": f"{var} = fmaxf({var}, {other});",
-                "min": f"{var} = fminf({var}, {other});"}[op]
+                "min": f"{var} = fminf({var}, {other});",
+                "max_nan": f"{{ const float o = {other}; {var} = {MAX_NAN.format('o', var)}; }}",
+                "min_nan": f"{{ const float o = {other}; {var} = {MIN_NAN.format('o', var)}; }}"}[op]
         return [f"for (int k = 16; k > 0; k >>= 1) {step}"]
 
     def _running_sum(self, node, val: torch.Tensor, args: list) -> None:
@@ -458,6 +462,10 @@ class _Writer:
                               *self._loop(pre + [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{nan} |= {x} != {x};"],
                                           f"{combine} : {var}", f"| : {var}_nan"),
                               *self._rows_of_tile([f"if ({nan}) {acc} = NAN;"])]
+            elif op in ("amax", "amin") and not nan_left_to_a_sum(node):  # CUDA: a NaN seen makes the result NaN
+                keep = (MAX_NAN if op == "amax" else MIN_NAN).format(x, acc)
+                stmts += [*self._row_value(var, start, const=False), *self._loop(pre + [f"{acc} = {keep};"]),
+                          *self._across_lanes(var, f"{combine}_nan")]
             else:
                 stmts += [*self._row_value(var, start, const=False), *self._loop(pre + [step], f"{combine} : {var}"),
                               *self._across_lanes(var, combine)]

@@ -11,15 +11,15 @@ from torch.fx import Node
 from ..csource.items import function_text
 from .lowering_trace import Unsupported, op_name
 
+# A maximum or minimum (and relu, clamp) as a compare that lets a NaN through, as torch does, in C++ and CUDA: fmaxf
+# drops a NaN (a CUDA relu of NaN gave 0), and on the CPU a loop of fmaxf ran 25x slower than one of compares.
+MAX_NAN, MIN_NAN = "(({0} > {1} || {0} != {0}) ? {0} : {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"
+RELU_NAN = "(({0} > 0.0f || {0} != {0}) ? {0} : 0.0f)"
 # On the CPU, what vectorizes: exp, tanh and erf as plain float arithmetic (the exemplars' fast_exp and erf_approx; a
 # loop that calls expf, tanhf or erff is not vectorized: the lowered quick_gelu ran at 0.22x eager with expf, 1.9x
-# with fast_exp), and a maximum or minimum as a compare (a loop of fmaxf ran 25x slower than one of compares); the
-# compares let a NaN through, as torch does, where fmaxf drops it. CUDA keeps the library's (one instruction each).
-MAX_CPP, MIN_CPP = "(({0} > {1} || {0} != {0}) ? {0} : {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"
+# with fast_exp). CUDA keeps the library's (one instruction each).
 UNARY_CPP = {"exp": "fast_exp({})", "sigmoid": "(1.0f / (1.0f + fast_exp(-{})))",
-             "tanh": "(1.0f - 2.0f / (1.0f + fast_exp(2.0f * {})))", "erf": "erf_approx({})",
-             "relu": "(({0} > 0.0f || {0} != {0}) ? {0} : 0.0f)"}
-BINARY_CPP = {"maximum": MAX_CPP, "minimum": MIN_CPP}
+             "tanh": "(1.0f - 2.0f / (1.0f + fast_exp(2.0f * {})))", "erf": "erf_approx({})"}
 
 
 def never_positive(a) -> bool:

@@ -81,3 +81,19 @@ def test_a_lowered_kernel_launched_with_another_grid_is_still_correct(evaluator)
         assert verdict.status == "ok", f"{path.stem} with {launch}: {verdict.summary()}"
         checked.append(path.stem)
     assert {"quick_gelu", "log_softmax", "channel_sum", "max_pool_overlap"} <= set(checked)
+
+
+def test_a_nan_in_the_input_comes_out_of_a_cuda_seed_where_torch_puts_it(evaluator, tmp_path):
+    """fmaxf drops a NaN: a lowered CUDA relu of NaN gave 0 and a row maximum skipped it. A NaN in a row makes its
+    maximum NaN and relu, clamp and maximum keep it, as in torch, along the last dimension (a warp a row, the lanes'
+    maxima shuffled) and along a middle one (a thread a row); a softmax's maximum may skip it, as its exp-sum is NaN."""
+    last = "[torch.where(torch.arange(6 * 64).reshape(6, 64) == 77, float('nan'), torch.randn(6, 64))]"
+    middle = "[torch.where(torch.arange(2 * 6 * 40).reshape(2, 6, 40) == 85, float('nan'), torch.randn(2, 6, 40))]"
+    cases = (("relu_plus_row_max", "return torch.relu(x) + x.amax(dim=-1, keepdim=True)", last),
+             ("minus_row_min_clamped", "return (x - x.amin(dim=-1, keepdim=True)).clamp(0.1, 2.0)", last),
+             ("maximum_half", "return torch.maximum(x * 0.5, torch.relu(x - 1.0))", last),
+             ("softmax_nan_row", "return torch.softmax(x, dim=-1)", last),
+             ("relu_plus_channel_max", "return torch.relu(x) + x.amax(dim=1, keepdim=True)", middle))
+    for name, forward, inputs in cases:
+        problem = CPU._problem(tmp_path, name, "pass", forward, inputs, "[]")
+        assert _verify(problem, evaluator) is not None, name
