@@ -24,7 +24,6 @@ the control there.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from headroom import _load, floor_kernel, setup  # noqa: E402
+from headroom import _load, chosen_problems, floor_kernel, machine_line, setup  # noqa: E402
 
 LOWER_ONLY = "(x < -87.0f ? -87.0f : x) * 1.44269504f"
 CAPPED = "(x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x)) * 1.44269504f"
@@ -102,13 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the seeds that call fast_exp, against fast_exp capped at 88 as it was")
     args = ap.parse_args(argv)
     helper = "fast_exp" if args.fast_exp_before else "fast_exp_neg"
-    import torch
 
-    root = HERE / "problems_generalize"
-    paths = ([root / f"{p}.py" for p in args.problems] if args.problems
-             else sorted(root.glob("dev/*.py")) + sorted(root.glob("test/*.py")))
-    print(f"Machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.runs} interleaved rounds, medians.\n")
+    paths = chosen_problems(args.problems)
+    print(machine_line(args.runs))
     print("| problem | best seed | seed ms | with the cap ms | capped / seed | floor ms | every seed that calls it |")
     print("|---|---|---|---|---|---|---|")
     for path in paths:

@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from generalize import HALVES, TARGET_GAIN, problems  # noqa: E402
+from generalize import HALVES, PROBLEMS, TARGET_GAIN, problems  # noqa: E402
 
 
 def floor_kernel(scaffold, value=lambda a: f"(float){a.name}[i]") -> str:
@@ -106,6 +106,19 @@ class Setup(NamedTuple):
     ref_model: object
     inputs: list
     seeds: list  # (directive, code, note) as a search places them, kernel memory left out
+
+
+def chosen_problems(names: list[str] | None) -> list[Path]:
+    """The problems ``HALF/NAME`` of ``problems_generalize``, or every problem of both halves."""
+    return [PROBLEMS / f"{n}.py" for n in names] if names else [p for half in HALVES for p in problems(half)]
+
+
+def machine_line(runs: int, what: str = "") -> str:
+    """The first line of a seed timing's report: the machine, the threads, torch, the rounds."""
+    import torch
+
+    return (f"Machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+            f"{runs} interleaved rounds, medians.{' ' + what if what else ''}\n")
 
 
 def setup(path: Path) -> Setup:
@@ -182,11 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exp-floor", action="store_true",
                     help="also a floor that computes the seeds' uncapped exp of every input value (problems with an exp)")
     args = ap.parse_args(argv)
-    import torch
 
-    print(f"Machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.runs} interleaved rounds, medians. headroom = best seed / floor: no kernel of this call can "
-          f"gain more over the seed.\n")
+    print(machine_line(args.runs, "headroom = best seed / floor: no kernel of this call can gain more over the seed."))
     for half in args.half:
         rows = [measure(p, args.runs, args.serial, args.exp_floor) for p in problems(half)]
         print(f"**{half}** ({len(rows)} problems):\n")

@@ -19,7 +19,6 @@ judged by ``kforge eval`` (in isolated workers, as every model kernel is).
 from __future__ import annotations
 
 import argparse
-import platform
 import re
 import sys
 import time
@@ -30,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from generalize import HALVES, problems  # noqa: E402
-from headroom import _load, setup  # noqa: E402
+from headroom import _load, machine_line, setup  # noqa: E402
 
 
 def hoisted(code: str) -> str:
@@ -89,11 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half", choices=(*HALVES, "both"), default="both")
     ap.add_argument("--runs", type=int, default=300)
     args = ap.parse_args(argv)
-    import torch
 
     start = time.time()
-    print(f"Machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.runs} interleaved rounds, medians. gain = seed / seed with its repeated divisions hoisted.\n")
+    print(machine_line(args.runs, "gain = seed / seed with its repeated divisions hoisted."))
     for half in (HALVES if args.half == "both" else (args.half,)):
         rows = [r for r in (measure(p, args.runs) for p in problems(half)) if r is not None]
         print(f"**{half}**: {len(rows)} of {len(problems(half))} problems' first seeds divide in a loop by a value "

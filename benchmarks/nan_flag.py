@@ -15,7 +15,6 @@ stops; a problem whose lowered seed keeps its test (or has no maximum) is not li
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from headroom import _load, floor_kernel, setup  # noqa: E402
+from headroom import _load, chosen_problems, floor_kernel, machine_line, setup  # noqa: E402
 
 
 def with_nan_test(problem, scaffold) -> str:
@@ -67,13 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", nargs="+", help="HALF/NAME (default: every problem of both halves)")
     ap.add_argument("--runs", type=int, default=300)
     args = ap.parse_args(argv)
-    import torch
 
-    root = HERE / "problems_generalize"
-    paths = ([root / f"{p}.py" for p in args.problems] if args.problems
-             else sorted(root.glob("dev/*.py")) + sorted(root.glob("test/*.py")))
-    print(f"Machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.runs} interleaved rounds, medians.\n")
+    paths = chosen_problems(args.problems)
+    print(machine_line(args.runs))
     print("| problem | lowered seed ms | with the NaN test ms | with the test / seed | floor ms |")
     print("|---|---|---|---|---|")
     for path in paths:
