@@ -5,9 +5,10 @@ row-softmax exemplar's ``fast_exp``. This takes its definition from ``resources/
 (or ``--source FILE``), builds it with the compiler flags the evaluator uses, and compares it with ``exp``
 in double precision at every float in [-87, 89] where both are finite (about 2.1 billion values; seconds), counts
 the floats whose exp overflows a float and fast_exp's does not (none may) and those where fast_exp gives +inf a
-little early (its 2^n holds up to 2^127: from 88.37), then shows the edges: -inf, below -87, above 89, +inf and NaN. ``fast_exp`` is ``fast_exp_neg`` (the exp a softmax's seed calls on a value minus its row's
-maximum, exact up to 88 and no further) wherever its argument is at most 88: the two must agree bit for bit at every
-float up to 88, the edges below included.
+little early (its 2^n holds up to 2^127: from 88.37), then shows the edges: -inf, below -87, above 89, +inf and
+NaN. ``fast_exp`` is ``fast_exp_neg`` (the exp a softmax's seed calls on a value minus its row's maximum, exact up to
+88 and no further) wherever its argument is at most 88: the two must agree bit for bit at every float up to 88, the
+edges below included.
 
     python benchmarks/fast_exp_error.py
 """

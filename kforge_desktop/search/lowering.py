@@ -39,15 +39,15 @@ from .lowering_cpp import (
     MIN_NAN,
     RELU_NAN,
     UNARY_CPP,
+    cpp_rows_kernel,
     nan_left_to_a_sum,
     never_positive,
     reduction_helper,
-    with_math,
 )
 from .lowering_cuda import rows_kernel
 from .lowering_pool import PLAIN_VIEWS, POOLS, lower_pool
 from .lowering_rows import Rows
-from .lowering_trace import PARALLEL, Unsupported, literal, op_name, trace
+from .lowering_trace import Unsupported, literal, op_name, reduced_dims, trace
 from .scaffold import Scaffold
 
 # operators that only change how a tensor's values are viewed (the kind, from the shape, decides the indexing)
@@ -93,11 +93,8 @@ def _reduced_dims(graph, primary: tuple[int, ...]) -> set[int]:
     for node in graph.nodes:
         if node.op != "call_function" or op_name(node)[1] not in _REDUCTIONS or not isinstance(node.args[0], torch.fx.Node):
             continue
-        shape = tuple(node.args[0].meta["val"].shape)
-        dims = node.args[1] if len(node.args) > 1 else []
-        dims = [dims] if isinstance(dims, int) else list(dims or [])
-        real = [d % len(shape) for d in dims if shape and shape[d % len(shape)] != 1]
-        if shape != primary or len(real) != 1:
+        real = reduced_dims(node)
+        if tuple(node.args[0].meta["val"].shape) != primary or len(real) != 1:
             raise Unsupported("a reduction of another shape, or over several dimensions")
         found.add(real[0])
     return found
@@ -511,16 +508,6 @@ class _Writer:
                     "inputs at\n// its own position, in one pass. Correct by construction; no reduction.\n")
         head += self.layout.constants()
         if scaffold.language == "cpp":
-            if last:
-                helpers = "".join(h + "\n" for h in self.helpers)
-                return with_math(head + helpers + scaffold.signature() + " {\n" + PARALLEL.format("") +
-                                  "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
-            tile = min(self.layout.inner, 256)
-            return with_math(head + f"constexpr int64_t ltile = {tile};  // rows (consecutive i) a tile\n" +
-                              scaffold.signature() + " {\n" + PARALLEL.format(" collapse(2)") +
-                              "    for (int64_t o = 0; o < louter; ++o) {\n"
-                              "        for (int64_t t = 0; t < linner; t += ltile) {\n"
-                              "            const int64_t tn = linner - t < ltile ? linner - t : ltile;  // the tile's rows: "
-                              "i = t + j, j < tn\n" + row_body + "\n        }\n    }\n}\n")
+            return cpp_rows_kernel(scaffold, head, self.helpers, row_body, None if last else self.layout.inner)
         return rows_kernel(scaffold, head, row_body, last)
 

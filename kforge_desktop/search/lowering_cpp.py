@@ -9,7 +9,7 @@ from typing import NamedTuple
 from torch.fx import Node
 
 from ..csource.items import function_text
-from .lowering_trace import Unsupported, op_name
+from .lowering_trace import PARALLEL, Unsupported, op_name, reduced_dims
 
 # A maximum or minimum (and relu, clamp) as a compare that lets a NaN through, as torch does, in C++ and CUDA: fmaxf
 # drops a NaN (a CUDA relu of NaN gave 0), and on the CPU a loop of fmaxf ran 25x slower than one of compares.
@@ -43,19 +43,6 @@ _KEEP_NAN = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "neg", "
 _SUMS = {"sum", "mean", "prod", "var"}  # a row's reduction that is NaN where one of its values is
 
 
-def _operands(n) -> list:
-    return [a for a in (*n.args, *n.kwargs.values()) for a in (a if isinstance(a, (tuple, list)) else [a])
-            if isinstance(a, Node)]
-
-
-def _reduced(n) -> list[int]:
-    """The dimensions a reduction runs over that are longer than 1."""
-    shape = tuple(n.args[0].meta["val"].shape)
-    dims = n.args[1] if len(n.args) > 1 else []
-    dims = [dims] if isinstance(dims, int) else list(dims or range(len(shape)))
-    return sorted({d % len(shape) for d in dims if shape[d % len(shape)] != 1})
-
-
 def nan_left_to_a_sum(m) -> bool:
     """Whether a row's maximum (or minimum) ``m = amax(x)`` needs no NaN flag of its own: where ``x``'s row holds
     a NaN, every output computed from ``m`` is also computed, through operators that keep a NaN, from a sum over
@@ -66,19 +53,19 @@ def nan_left_to_a_sum(m) -> bool:
     flag is a second test per value in the maximum's loop (``benchmarks/nan_flag.py`` times what it costs)."""
     if not isinstance(m, Node) or not isinstance(m.args[0], Node):
         return False
-    x, order, along = m.args[0], list(m.graph.nodes), _reduced(m)
+    x, order, along = m.args[0], list(m.graph.nodes), reduced_dims(m)
     at_x = {x}  # NaN where x is NaN, either way
     whole_row: set = set()  # NaN across a row where x's row holds a NaN, either way
     differs = {m}  # may differ: m, and what is computed from it before it is NaN either way
     for n in order[order.index(m) + 1:]:
-        operands = _operands(n)
+        operands = n.all_input_nodes
         op = op_name(n)[1] if n.op == "call_function" else ""
         if op in _KEEP_NAN and any(a in whole_row for a in operands):
             whole_row.add(n)
         elif op in _KEEP_NAN and any(a in at_x for a in operands):
             at_x.add(n)
-        elif (op in _SUMS and operands and operands[0] in at_x | whole_row and _reduced(n) == along
-              or op == "gather" and operands and operands[0] in whole_row):
+        elif (op in _SUMS and n.args[0] in at_x | whole_row and reduced_dims(n) == along
+              or op == "gather" and n.args[0] in whole_row):
             whole_row.add(n)
         if n not in whole_row and any(a in differs for a in operands):
             if n.op == "output":
@@ -120,6 +107,21 @@ def reduction_helper(op: str, var: str, stmts: list[str], args: tuple, body: lis
     helper = (f"// the row's {what}\nstatic inline float {name}({', '.join(a.decl for a in params)}) {{\n"
               + "\n".join("    " + st for st in stmts) + f"\n    return {var};\n}}\n")
     return helper, f"const float {var} = {name}({', '.join(a.name for a in params)});"
+
+
+def cpp_rows_kernel(scaffold, head: str, helpers: list[str], row_body: str, inner: int | None) -> str:
+    """``head``, the row reductions' ``helpers`` and the entry point around a row's statements: the rows in parallel
+    along the last dimension (``inner`` None); along a middle one, tiles of up to 256 rows (consecutive i) of each
+    sample, in parallel (the C++ counterpart of ``lowering_cuda.rows_kernel``)."""
+    if inner is None:
+        return with_math(head + "".join(h + "\n" for h in helpers) + scaffold.signature() + " {\n" + PARALLEL.format("")
+                         + "    for (int64_t r = 0; r < rows; ++r) {\n" + row_body + "\n    }\n}\n")
+    return with_math(head + f"constexpr int64_t ltile = {min(inner, 256)};  // rows (consecutive i) a tile\n" +
+                     scaffold.signature() + " {\n" + PARALLEL.format(" collapse(2)") +
+                     "    for (int64_t o = 0; o < louter; ++o) {\n"
+                     "        for (int64_t t = 0; t < linner; t += ltile) {\n"
+                     "            const int64_t tn = linner - t < ltile ? linner - t : ltile;  // the tile's rows: "
+                     "i = t + j, j < tn\n" + row_body + "\n        }\n    }\n}\n")
 
 
 def with_math(kernel: str) -> str:

@@ -70,3 +70,11 @@ def op_name(node) -> tuple[str, str]:
     name = getattr(packet, "__name__", None) or str(target)
     space = getattr(target, "namespace", "aten")
     return space, name.split(".")[-1]
+
+
+def reduced_dims(node) -> list[int]:
+    """The dimensions longer than 1 that a reduction node runs over (of its ``dims`` argument; none given: none)."""
+    shape = tuple(node.args[0].meta["val"].shape)
+    dims = node.args[1] if len(node.args) > 1 else []
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    return [d % len(shape) for d in dims if shape and shape[d % len(shape)] != 1]
