@@ -5,6 +5,7 @@ caller checks the fixed kernel again.
 
 from __future__ import annotations
 
+import platform
 import re
 
 from .autofix_scope import LOOP_VARIABLE_DECLARED, PATTERN_CONSTANTS, fix_undeclared, function_span
@@ -48,6 +49,21 @@ _REAL_TYPE = r"(?:const\s+)?(?:float|double|__gnu_cxx::__enable_if<true, (?:floa
 _NUM_MINMAX_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: no matching function for call to "
                              rf"[‘'`](?:std::)?(?:max|min)\(\s*(?:{_INT_TYPE},\s*{_REAL_TYPE}|{_REAL_TYPE},\s*{_INT_TYPE})\)")
 _DECLARED_TYPE = re.compile(r"^\s*(?:const\s+)?(?:(int|int64_t|int32_t|long|size_t|unsigned)|(float|double))\s+\w+\s*=")
+# a name the compiler does not know, in any of g++'s words for it
+_UNKNOWN_NAME = re.compile(r"error: [‘'`](\w+)[’'`] (?:was not declared in this scope|has not been declared|"
+                           r"does not name a type)")
+# the header of each family of names a CPU kernel may use without including it, on the machine that has them: the
+# default model writes AVX-512 vectors (``__m512 acc = _mm512_setzero_ps();``) with no include, the first error of 19
+# recorded dev answers that did not build (six problems); with the header 10 of them build and one is correct, the
+# others crash (benchmarks/results/generalize/replay_dev_intrinsics.txt). NEON is written the same way on Arm
+_MACHINE = platform.machine().lower()
+_INTRINSIC_HEADERS = (
+    (re.compile(r"__m(?:64|128|256|512)[dhi]?|__mmask\d+|_mm(?:256|512)?_\w+"), "immintrin.h",
+     _MACHINE in ("x86_64", "amd64", "i686")),
+    (re.compile(r"(?:float|u?int|poly)(?:8|16|32|64)x\d+(?:x\d)?_t|v\w+_[fsup](?:8|16|32|64)"), "arm_neon.h",
+     _MACHINE in ("aarch64", "arm64")),
+    (re.compile(r"assert"), "cassert", True),
+)
 # a const local with no value (``const float t;`` then written by inline assembly or assigned): g++ and nvcc
 _CONST_UNSET_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:uninitialized [‘'`]const (\w+)[’'`]|"
                               r"const variable \"(\w+)\" requires an initializer)")
@@ -187,7 +203,9 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - a standard name used without its header (``std::vector``, ``std::inner_product``);
     - a loop's body that still uses the variable of a loop that ended before it;
     - a ``const`` local declared with no value (``const float t;`` written by inline assembly): not const;
-    - an intrinsic that does not exist (``__sqrtf``, ``__fabsf``): the standard function (``sqrtf``).
+    - an intrinsic that does not exist (``__sqrtf``, ``__fabsf``): the standard function (``sqrtf``);
+    - vector intrinsics used without their header (``__m512``: ``<immintrin.h>`` on x86, NEON's ``<arm_neon.h>``
+      on Arm), and ``assert`` without ``<cassert>``.
 
     nvcc's messages count as g++'s for the same errors (``nvcc_form.gcc_form``).
     ``prelude`` is the text the kernel is compiled after (the compiler's line numbers count it);
@@ -349,12 +367,29 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     if headers:
         text = "".join(f"#include <{h}>\n" for h in headers) + text
         notes.append("standard headers")
+    text = _intrinsic_headers(text, prelude, errors, notes)
     if re.search(r"\b(?:std|math)::pi\b", text):
         text = re.sub(r"\b(?:std|math)::pi\b", "3.14159265358979f", text)
         notes.append("pi")
     if not notes or text == kernel:
         return None
     return text, notes
+
+
+def _intrinsic_headers(text: str, prelude: str, errors: str, notes: list[str]) -> str:
+    """``text`` with the header of each family of intrinsics (or ``assert``) it uses undeclared, where this machine
+    has that family; a CUDA kernel is left as it is."""
+    if "cuda_runtime" in prelude:
+        return text
+    unknown = set(_UNKNOWN_NAME.findall(errors))
+    wanted = [h for pattern, h, here in _INTRINSIC_HEADERS
+              if here and f"#include <{h}>" not in text and any(pattern.fullmatch(n) for n in unknown)]
+    if not wanted:
+        return text
+    note = "intrinsics header" if wanted != ["cassert"] else "standard headers"
+    if note not in notes:
+        notes.append(note)
+    return "".join(f"#include <{h}>\n" for h in wanted) + text
 
 
 def autofix_const(kernel: str, prelude: str, errors: str) -> str | None:

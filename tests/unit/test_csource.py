@@ -109,6 +109,79 @@ def test_a_standard_name_used_without_its_header_gets_the_header():
     assert not syntax_check(prelude + "\n" + fixed, "cpp")
 
 
+# channel_sum's kernel (dev: x [16, 96, 512] summed over dimension 1) written with the machine's vector intrinsics and
+# no include, as the default model writes AVX-512 (``__m512``: 19 recorded dev answers that did not build)
+_VECTOR_SUM = {
+    "x86": ("__m128", "_mm_setzero_ps()", "_mm_add_ps({a}, _mm_loadu_ps({p}))", "_mm_storeu_ps({p}, {a})"),
+    "arm": ("float32x4_t", "vdupq_n_f32(0.0f)", "vaddq_f32({a}, vld1q_f32({p}))", "vst1q_f32({p}, {a})"),
+}
+
+
+def _vector_channel_sum(kind: str) -> str:
+    vec, zero, add, store = _VECTOR_SUM[kind]
+    return ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, int64_t x_size0, '
+            "int64_t x_size1, int64_t x_size2, int64_t out_size0, int64_t out_size1) {\n"
+            "    for (int64_t b = 0; b < x_size0; ++b) {\n"
+            "        for (int64_t l = 0; l < x_size2; l += 4) {\n"
+            f"            {vec} acc = {zero};\n"
+            "            for (int64_t c = 0; c < x_size1; ++c) {\n"
+            f"                acc = {add.format(a='acc', p='x + (b * x_size1 + c) * x_size2 + l')};\n"
+            "            }\n"
+            f"            {store.format(p='out + b * x_size2 + l', a='acc')};\n"
+            "        }\n"
+            "    }\n"
+            "}\n")
+
+
+def test_vector_intrinsics_used_without_their_header_get_it_and_the_kernel_is_correct():
+    """A kernel written with this machine's vector intrinsics (SSE on x86, NEON on Arm) and no include does not
+    build; the search's fixes add the header, and the kernel is then built, verified correct and timed like any
+    other. AVX-512 names get the same header (whether the machine runs them is the real build's to say)."""
+    import platform
+
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.answers import autofix_kernel
+    from kforge_desktop.search.scaffold import build_scaffold
+
+    machine = platform.machine().lower()
+    kind = "x86" if machine in ("x86_64", "amd64") else "arm" if machine in ("aarch64", "arm64") else None
+    if kind is None:
+        pytest.skip(f"vector intrinsics are tested on x86 and Arm; this machine is {machine}")
+    problem = load_problem(REPO / "benchmarks" / "problems_generalize" / "dev" / "channel_sum.py")
+    scaffold = build_scaffold(problem, "cpp")
+    kernel = _vector_channel_sum(kind)
+    assert syntax_check(scaffold.kernel_file(kernel), "cpp")  # as the model wrote it, it does not build
+    fixed, note = autofix_kernel(scaffold, kernel)
+    header = "immintrin.h" if kind == "x86" else "arm_neon.h"
+    assert note == "autofix: intrinsics header" and fixed.startswith(f"#include <{header}>")
+    quick = EvalOptions(compare_compile=False, timed_runs=5, warmup_runs=1)
+    with Evaluator(device="cpu", workers=1, options=quick) as ev:
+        verdict = ev.evaluate(problem, scaffold.module_source(fixed))
+    assert verdict.status == "ok", verdict.reason
+    if kind == "x86":
+        wide = kernel.replace("__m128", "__m512").replace("_mm_", "_mm512_").replace("l += 4", "l += 16")
+        fixed, note = autofix_kernel(scaffold, wide)
+        assert note == "autofix: intrinsics header" and "#include <immintrin.h>" in fixed
+
+
+def test_assert_without_its_header_gets_cassert():
+    from kforge_desktop.csource.autofix import autofix
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    assert(cols > 0);\n"
+              "    for (int64_t i = 0; i < rows * cols; ++i) out[i] = x[i];\n"
+              "}\n")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")
+    fixed, notes = autofix(kernel, PRELUDE["cpp"], err)
+    assert notes == ["standard headers"] and fixed.startswith("#include <cassert>\n")
+    assert not syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp")
+
+
 def _fixed_until_clean(kernel: str, language: str) -> tuple[str, list[str]]:
     """autofix round after round on the real compiler's messages, as ``answers.autofix_kernel`` does."""
     from kforge_desktop.csource.autofix import autofix
