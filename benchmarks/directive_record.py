@@ -26,6 +26,11 @@ a row), correct / evaluated (the reason ``single_pass`` is not asked of a kernel
 ``--after-repeats``: the answers to edits and to kernels from nothing, by how many of the node's answers just before
 them (repairs aside) repeated an earlier kernel: none, the newest one, the newest two (the reason a search whose
 other nodes repeat asks them again rather than ask its root for kernels from nothing: ``search.strategies``).
+
+``--simd-loops``: the C++ SIMD edits (``simd_inner``) by whether the function they edited had a loop holding no other
+loop without a ``simd`` pragma (a fill aside), or only outer loops without one (which ``search.applicability`` counts
+today): correct / evaluated and the answers that repeated an earlier kernel; and the answers of any request written
+with x86 vector intrinsics (``__m512``, ``_mm512_*``), by their outcome.
 """
 
 from __future__ import annotations
@@ -62,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passes", action="store_true", help="single-pass edits by the passes of the kernel they edited")
     ap.add_argument("--after-repeats", action="store_true",
                     help="edits and kernels from nothing by the repeats their node answered just before")
+    ap.add_argument("--simd-loops", action="store_true",
+                    help="SIMD edits by whether an innermost loop of the edited function lacked the pragma")
     args = ap.parse_args(argv)
+    if args.simd_loops:
+        return simd_loops(args.sessions)
     if args.after_repeats:
         return after_repeats(args.sessions)
     if args.speed:
@@ -165,6 +174,64 @@ def after_repeats(sessions: list[str]) -> int:
     print(f"{'kind':<6} {'just before':<12} correct/evaluated  repeats")
     for (kind, after), (ok, n, dup) in sorted(table.items()):
         print(f"{kind:<6} {after:<12} {ok:>5}/{n:<5} {100 * ok / max(1, n):4.0f}%  {dup:>7}")
+    return 0
+
+
+def inner_loop_without_simd(function: str) -> bool:
+    """Whether a loop of ``function`` that holds no other loop has no ``simd`` pragma (a loop that stores one constant
+    aside: a pragma changes nothing on a fill, ``search.applicability``)."""
+    import re
+
+    from kforge_desktop.csource.comments import strip_cpp_comments
+    from kforge_desktop.csource.mends import _loop_body
+    from kforge_desktop.search.applicability import _FILL
+
+    code = strip_cpp_comments(function)
+    for m in re.finditer(r"(#pragma[^\n]*\n\s*)?for\s*\([^;]*;[^;]*;[^)]*\)", code):
+        pragma = m.group(1) or ""
+        if "simd" in pragma or "parallel" in pragma or _FILL.match(code, m.end()):
+            continue
+        if len(re.findall(r"\bfor\s*\(", _loop_body(code, m.start() + len(pragma)))) == 1:
+            return True
+    return False
+
+
+def simd_loops(sessions: list[str]) -> int:
+    """The SIMD edits by whether the edited function had an innermost loop without the pragma; the answers written
+    with x86 vector intrinsics, by outcome."""
+    import re
+
+    from kforge_desktop.csource.items import split_items
+
+    table: dict[bool, list[int]] = defaultdict(lambda: [0, 0, 0])  # correct, evaluated, repeats
+    intrinsics: dict[str, int] = defaultdict(int)
+    for source, answers in _queries(
+            sessions, "SELECT id, kernel_source FROM nodes",
+            "SELECT n.parent_id, n.directive, n.state, v.status, n.kernel_source FROM nodes n LEFT JOIN verdicts v "
+            "ON v.node_id = n.id WHERE n.origin = 'llm' AND n.language = 'cpp'"):
+        source = dict(source)
+        for parent, directive, state, status, kernel in answers:
+            outcome = "repeat" if state == "duplicate" else status or state
+            if kernel and re.search(r"\b__m(?:128|256|512)|\b_mm(?:256|512)?_", kernel):
+                intrinsics[outcome] += 1
+            key, _, target = (directive or "").partition("@")
+            if key != "simd_inner" or outcome not in ("repeat", "no_code") and status is None:
+                continue
+            edited = source.get(parent) or ""
+            if target:
+                edited = next((it.text for it in split_items(edited) if it.kind == "function" and it.name == target),
+                              edited)
+            row = table[inner_loop_without_simd(edited)]
+            if outcome == "repeat":
+                row[2] += 1
+            else:
+                row[0] += status == "ok"
+                row[1] += 1
+    print(f"{'the edited function':<52} correct/evaluated  repeats")
+    for lacking, (ok, n, dup) in sorted(table.items(), reverse=True):
+        what = "an innermost loop without the pragma" if lacking else "pragmas on every innermost loop (outer ones not)"
+        print(f"{what:<52} {ok:>5}/{n:<5} {100 * ok / max(1, n):4.0f}%  {dup:>7}")
+    print("answers with x86 vector intrinsics: " + ", ".join(f"{k} {v}" for k, v in sorted(intrinsics.items())))
     return 0
 
 
