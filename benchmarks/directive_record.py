@@ -177,31 +177,14 @@ def after_repeats(sessions: list[str]) -> int:
     return 0
 
 
-def inner_loop_without_simd(function: str) -> bool:
-    """Whether a loop of ``function`` that holds no other loop has no ``simd`` pragma (a loop that stores one constant
-    aside: a pragma changes nothing on a fill, ``search.applicability``)."""
-    import re
-
-    from kforge_desktop.csource.comments import strip_cpp_comments
-    from kforge_desktop.csource.mends import _loop_body
-    from kforge_desktop.search.applicability import _FILL
-
-    code = strip_cpp_comments(function)
-    for m in re.finditer(r"(#pragma[^\n]*\n\s*)?for\s*\([^;]*;[^;]*;[^)]*\)", code):
-        pragma = m.group(1) or ""
-        if "simd" in pragma or "parallel" in pragma or _FILL.match(code, m.end()):
-            continue
-        if len(re.findall(r"\bfor\s*\(", _loop_body(code, m.start() + len(pragma)))) == 1:
-            return True
-    return False
-
-
 def simd_loops(sessions: list[str]) -> int:
     """The SIMD edits by whether the edited function had an innermost loop without the pragma; the answers written
     with x86 vector intrinsics, by outcome."""
     import re
 
+    from kforge_desktop.csource.comments import strip_cpp_comments
     from kforge_desktop.csource.items import split_items
+    from kforge_desktop.search.applicability import loop_without_simd
 
     table: dict[bool, list[int]] = defaultdict(lambda: [0, 0, 0])  # correct, evaluated, repeats
     intrinsics: dict[str, int] = defaultdict(int)
@@ -221,7 +204,7 @@ def simd_loops(sessions: list[str]) -> int:
             if target:
                 edited = next((it.text for it in split_items(edited) if it.kind == "function" and it.name == target),
                               edited)
-            row = table[inner_loop_without_simd(edited)]
+            row = table[loop_without_simd(strip_cpp_comments(edited), innermost=True)]
             if outcome == "repeat":
                 row[2] += 1
             else:

@@ -57,7 +57,7 @@ _UNKNOWN_NAME = re.compile(r"error: [‘'`](\w+)[’'`] (?:was not declared in t
 # recorded dev answers that did not build (six problems); with the header 10 of them build and one is correct, the
 # others crash (benchmarks/results/generalize/replay_dev_intrinsics.txt). NEON is written the same way on Arm
 _MACHINE = platform.machine().lower()
-_INTRINSIC_HEADERS = (
+_UNDECLARED_HEADERS = (
     (re.compile(r"__m(?:64|128|256|512)[dhi]?|__mmask\d+|_mm(?:256|512)?_\w+"), "immintrin.h",
      _MACHINE in ("x86_64", "amd64", "i686")),
     (re.compile(r"(?:float|u?int|poly)(?:8|16|32|64)x\d+(?:x\d)?_t|v\w+_[fsup](?:8|16|32|64)"), "arm_neon.h",
@@ -367,7 +367,7 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     if headers:
         text = "".join(f"#include <{h}>\n" for h in headers) + text
         notes.append("standard headers")
-    text = _intrinsic_headers(text, prelude, errors, notes)
+    text = _headers_of_undeclared(text, prelude, errors, notes)
     if re.search(r"\b(?:std|math)::pi\b", text):
         text = re.sub(r"\b(?:std|math)::pi\b", "3.14159265358979f", text)
         notes.append("pi")
@@ -376,13 +376,13 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     return text, notes
 
 
-def _intrinsic_headers(text: str, prelude: str, errors: str, notes: list[str]) -> str:
-    """``text`` with the header of each family of intrinsics (or ``assert``) it uses undeclared, where this machine
-    has that family; a CUDA kernel is left as it is."""
+def _headers_of_undeclared(text: str, prelude: str, errors: str, notes: list[str]) -> str:
+    """``text`` with the header of each family of names it uses undeclared (vector intrinsics, ``assert``), where this
+    machine has that family; a CUDA kernel is left as it is."""
     if "cuda_runtime" in prelude:
         return text
     unknown = set(_UNKNOWN_NAME.findall(errors))
-    wanted = [h for pattern, h, here in _INTRINSIC_HEADERS
+    wanted = [h for pattern, h, here in _UNDECLARED_HEADERS
               if here and f"#include <{h}>" not in text and any(pattern.fullmatch(n) for n in unknown)]
     if not wanted:
         return text

@@ -40,12 +40,16 @@ def _loop_body(text: str, start: int) -> str:
     return text[m.start():end + 1 if end >= 0 else len(text)]
 
 
+def holds_no_loop(code: str, start: int) -> bool:
+    """Whether the ``for`` loop at ``start`` of ``code`` holds no other loop."""
+    return len(re.findall(r"\bfor\s*\(", _loop_body(code, start))) == 1
+
+
 def innermost_loops(code: str) -> int:
     """How many ``for`` loops of ``code`` hold no other loop: the passes over a row that a row kernel makes
     (a blocked row loop adds a loop, not a pass)."""
     code = strip_cpp_comments(code)
-    return sum(len(re.findall(r"\bfor\s*\(", _loop_body(code, m.start()))) == 1
-               for m in re.finditer(r"\bfor\s*\(", code))
+    return sum(holds_no_loop(code, m.start()) for m in re.finditer(r"\bfor\s*\(", code))
 
 
 def _stores_running_value(body: str, var: str) -> bool:

@@ -11,7 +11,7 @@ import re
 from ..csource.autofix import DOUBLE_LITERAL
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, split_items
-from ..csource.mends import innermost_loops
+from ..csource.mends import holds_no_loop, innermost_loops
 from .indexing import POOL_OPS
 
 _STEPPED_LOOP = re.compile(r"for\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*(?:[2-9]|\d\d+)\s*\)")
@@ -60,9 +60,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         # of a masked softmax's finish_row (a SIMD scaling loop, then the masked rest of the row set to 0), the
         # default model dropped the fill, 3 of 3 edits ("130048 of 262144 output values were never assigned";
         # dev: causal_scaled_softmax, generalize_r56da)
-        loops = re.finditer(r"(#pragma[^\n]*\n\s*)?for\s*\([^;]*;[^;]*;[^)]*\)", kernel)
-        return any("simd" not in (m.group(1) or "") and "parallel" not in (m.group(1) or "")
-                   and not _FILL.match(kernel, m.end()) for m in loops)
+        return loop_without_simd(kernel)
     if key == "fuse_epilogue":  # a chain of operators, in more than one pass (one pass has nothing to fuse:
         # asked, the default model changed the formula of an elementwise chain; dev: quick_gelu)
         chain = len({op.lstrip("_").removeprefix("native_") for op in aten_ops}) > 1 if aten_ops else True
@@ -133,6 +131,18 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
 
 # a loop body that stores one constant: `out[c] = 0.0f;`, `{ yr[c] = -INFINITY; }`
 _FILL = re.compile(r"\s*(\{\s*)?\w+\s*\[[^\]]+\]\s*=\s*[-+]?(?:[\d.]+(?:e[-+]?\d+)?f?|INFINITY|NAN)\s*;(?(1)\s*\})")
+
+
+def loop_without_simd(kernel: str, innermost: bool = False) -> bool:
+    """Whether a loop of ``kernel`` (with ``innermost``: one that holds no other loop) has neither a ``simd`` nor a
+    ``parallel`` pragma, other than a fill (a loop that stores one constant is a memset to the compiler)."""
+    for m in re.finditer(r"(#pragma[^\n]*\n\s*)?for\s*\([^;]*;[^;]*;[^)]*\)", kernel):
+        pragma = m.group(1) or ""
+        if "simd" in pragma or "parallel" in pragma or _FILL.match(kernel, m.end()):
+            continue
+        if not innermost or holds_no_loop(kernel, m.start() + len(pragma)):
+            return True
+    return False
 
 
 def _pooling(aten_ops: tuple[str, ...]) -> bool:
