@@ -30,6 +30,7 @@ the next unfinished one, and a search cut off in the middle continues in its own
     python benchmarks/generalize.py --recount        # the summary of the recorded sessions read again
     python benchmarks/generalize.py --report --first 8  # longer searches counted up to their first 8 candidates
     python benchmarks/generalize.py --report --retime   # best kernels and seed re-timed together, three times (quiet machine)
+    python benchmarks/generalize.py --report --rejudge  # correct kernels judged again by today's evaluator first
 """
 
 from __future__ import annotations
@@ -241,6 +242,14 @@ def report(rows: list[dict]) -> str:
         kinds = _by_kind([r for r in rows if r["half"] == half])
         out.append("\nCorrect self-made, by what was asked: " + "; ".join(
             f"{kind} {share(k['correct'], k['n'])}" for kind, k in sorted(kinds.items())) + ".")
+        judged = [r for r in rows if r["half"] == half and "now_failing" in r]
+        if judged:
+            failing = sum(r["now_failing"] for r in judged)
+            out.append(f"\nJudged again by today's evaluator: {failing} of "
+                       f"{failing + sum(r['self_made'] for r in judged)} correct self-made kernels fail now" + (
+                           " (" + ", ".join(f"{p} {k}" for p, k in sorted(_sum_counts(
+                               {r['problem']: r['now_failing']} for r in judged).items()) if k) + ")"
+                           if failing else "") + "; the table counts them as failed.")
         retimed = [r for r in rows if r["half"] == half and "retimed_ratios" in r]
         if retimed:
             out.append("\nBest LLM vs seed in each re-timing (the table reads each search's median): " + "; ".join(
@@ -307,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retime", action="store_true",
                     help="with --report: each search's best kernels and its seed re-timed together first (on a "
                          "quiet machine; minutes per search)")
+    ap.add_argument("--rejudge", action="store_true",
+                    help="with --report: each search's correct LLM kernels judged again by today's evaluator first "
+                         "(a check added since, such as the NaN trial, can fail them; seconds per kernel)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="with --retime: re-timings per search, each on a fresh copy of its session; the median "
                          "best LLM vs seed is reported, every round's beside the table")
@@ -316,11 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         return recount(results)
     if args.report:
         rows = load_rows(results)
-        if args.first or args.retime:
+        if args.first or args.retime or args.rejudge:
             from kforge_desktop.kernels.evaluator import Evaluator
+            from kforge_desktop.kernels.options import EvalOptions
 
-            with Evaluator(device="cpu") if args.retime else contextlib.nullcontext() as evaluator:
-                rows = [read_again(r, args.first, evaluator, args.rounds) for r in rows]
+            verify_only = EvalOptions(timed_runs=3, warmup_runs=1, compare_compile=False)  # its figures are not read
+            with Evaluator(device="cpu") if args.retime else contextlib.nullcontext() as evaluator, \
+                    Evaluator(device="cpu", options=verify_only) if args.rejudge else contextlib.nullcontext() as judge:
+                rows = [read_again(r, args.first, evaluator, args.rounds, judge) for r in rows]
         print(report(rows))
         return 0
     if args.check:

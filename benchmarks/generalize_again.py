@@ -2,7 +2,8 @@
 
 ``generalize.py`` runs the searches and reports them; this reads a recorded search again: its summary
 (``collect`` and the correct kernels that differ from every seed), as if it had stopped after its first
-N candidates (``--first``), with its best kernels and its seed re-timed together (``--retime``), or
+N candidates (``--first``), its correct kernels judged again by today's evaluator (``--rejudge``), with its
+best kernels and its seed re-timed together (``--retime``), or
 every row of a results file rewritten from its session (``--recount``). The record itself is never
 written; each reading works on a scratch copy.
 """
@@ -138,31 +139,64 @@ def retimed_speeds(plain: Path, row: dict, evaluator) -> dict:
         store.close()
 
 
-def read_again(row: dict, first: int | None = None, evaluator=None, rounds: int = 1) -> dict:
+def rejudged(plain: Path, row: dict, problem, judge) -> int:
+    """Every correct LLM kernel of ``row``'s search in the session file ``plain`` judged again by today's
+    evaluator ``judge`` (its NaN trial included); a kernel that fails now gets its new verdict there, so
+    the counts and the re-timing read it as failed. Returns how many fail now."""
+    from kforge_desktop.search.tree import reward
+    from kforge_desktop.store import SessionStore
+
+    store = SessionStore(plain)
+    try:
+        pid = next(p.id for p in store.problems() if p.name == row["problem"])
+        failing = 0
+        for n in store.nodes(pid):
+            if n.origin != "llm" or n.verdict is None or n.verdict.status != "ok" or n.verdict.library_calls:
+                continue
+            v = judge.evaluate(problem, n.source)
+            if v.status != "ok":
+                store.record_verdict(n.id, v, reward(v))
+                failing += 1
+        return failing
+    finally:
+        store.close()
+
+
+def read_again(row: dict, first: int | None = None, evaluator=None, rounds: int = 1, judge=None) -> dict:
     """``row`` read again from a copy of its session: with ``first``, as if its search had stopped after
     its first ``first`` LLM candidates (only the time split, tokens and seconds, still covers the whole
-    search); with an ``evaluator``, its speed columns from ``rounds`` re-timings of its best kernels and its
-    seed together (``retimed_speeds``), each on a fresh copy: the columns of the re-timing whose best LLM
-    vs seed is the median, and every round's ratio in ``retimed_ratios``. A search timed its seeds first and
-    its kernels later, each at its own moment; on a busy machine "best LLM vs seed" then compares two
-    moments. One re-timing can meet a busy moment too: single re-timings put pooling kernels 1.11-1.36x over
-    their seed, three rounds 0.91-1.10x (docs/benchmarks.md, twenty-fifth and twenty-sixth measurements)."""
+    search); with a ``judge`` (an evaluator), its correct LLM kernels judged again first (``rejudged``;
+    ``now_failing`` says how many fail now); with an ``evaluator``, its speed columns from ``rounds``
+    re-timings of its best kernels and its seed together (``retimed_speeds``), each on a fresh copy: the
+    columns of the re-timing whose best LLM vs seed is the median, and every round's ratio in
+    ``retimed_ratios``. A search timed its seeds first and its kernels later, each at its own moment; on a
+    busy machine "best LLM vs seed" then compares two moments. One re-timing can meet a busy moment too:
+    single re-timings put pooling kernels 1.11-1.36x over their seed, three rounds 0.91-1.10x
+    (docs/benchmarks.md, twenty-fifth and twenty-sixth measurements)."""
+    import shutil
+    import tempfile
+
     from kforge_desktop.store import stored
 
     if first is not None and row["budget"] <= first:
         first = None
-    if stored(ROOT / row["session"]) is None or (first is None and evaluator is None):
+    if stored(ROOT / row["session"]) is None or (first is None and evaluator is None and judge is None):
         return row
     with session_copy(row, first) as (copy, problem):
-        again = dict(row, **counts(copy, row, problem))
+        again = dict(row)
+        if judge is not None:
+            again["now_failing"] = rejudged(copy, row, problem, judge)
+        again.update(counts(copy, row, problem))
         if first is not None:
             again["budget"] = first
-    if evaluator is None:
-        return again
-    timed = []
-    for _ in range(max(1, rounds)):
-        with session_copy(row, first) as (copy, _problem):
-            timed.append(retimed_speeds(copy, row, evaluator))
+        if evaluator is None:
+            return again
+        timed = []
+        for _ in range(max(1, rounds)):
+            with tempfile.TemporaryDirectory(prefix="kforge-copy-") as tmp:
+                fresh = Path(tmp) / copy.name
+                shutil.copyfile(copy, fresh)
+                timed.append(retimed_speeds(fresh, row, evaluator))
     measured = sorted((t for t in timed if ratio(t) is not None), key=ratio)
     again.update(measured[(len(measured) - 1) // 2] if measured else timed[0])  # the lower median of an even count
     again["retimed_ratios"] = [round(ratio(t), 3) for t in measured]

@@ -21,6 +21,7 @@ class EvalOptions:
 
     device: str = "cpu"  # "cpu", "cuda", "cuda:1", ...
     trials: int = 5  # verification runs on fresh inputs (at least 1)
+    nan_trial: bool = True  # one more run with NaN in the inputs: NaN must come out where PyTorch puts it
     timed_runs: int = 50  # interleaved timing rounds, fewer once ``timing_budget_s`` is spent
     warmup_runs: int = 5
     timing_budget_s: float = 60.0  # bounds the timing of slow contenders (never fewer than 10 rounds)

@@ -196,6 +196,32 @@ def _compare_values(c: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> _ValueS
     return st
 
 
+NAN_HINT = ("; PyTorch passes a NaN on (a maximum, minimum, ReLU or clamp of NaN is NaN): fmaxf, std::max and "
+            "`a > b ? a : b` drop it, `(a > b) | (a != a) ? a : b` keeps it")
+
+
+def with_nans(inputs: list, seed: int, share: int = 2048, most: int = 4096) -> tuple[list, int]:
+    """``inputs`` (changed in place) with NaN at a few places of every floating-point tensor (one value in ``share``, at least
+    4, at most ``most`` per tensor; places drawn from ``seed``), and how many were placed. A model's
+    activations hold NaN after an overflow; PyTorch hands it on, and a kernel put in its place must too, or
+    the patched model hides the fault. Integer and boolean inputs (indices, masks) stay as they are."""
+    gen = torch.Generator().manual_seed(seed)
+    out, placed = [], 0
+    for x in inputs:
+        if torch.is_tensor(x) and x.is_floating_point() and x.numel():
+            n = min(x.numel(), most, max(4, x.numel() // share))
+            where = torch.randint(0, x.numel(), (n,), generator=gen).to(x.device)
+            if x.is_contiguous():  # in place: the trial's inputs are fresh, and a second copy of a big one costs
+                x.view(-1)[where] = float("nan")
+            else:  # a view or an expanded tensor: a new one, NaN where the places fall
+                mask = torch.zeros(x.numel(), dtype=torch.bool, device=x.device)
+                mask[where] = True
+                x = x.masked_fill(mask.view(x.shape), float("nan"))
+            placed += int(torch.unique(where).numel())
+        out.append(x)
+    return out, placed
+
+
 def same_inputs(before: list, after: list) -> str | None:
     """The candidate must leave its inputs untouched; the first one it changed, or None."""
     for i, (b, a) in enumerate(zip(before, after)):

@@ -21,6 +21,7 @@ import traceback
 from .options import EvalTask
 
 RESERVED_SEED = 0x5EED
+NAN_TRIAL = -1  # the trial index whose inputs get NaNs (0.. are the plain trials, timing and the post-check)
 
 
 def worker_main(conn, config: dict) -> None:
@@ -139,7 +140,15 @@ class TaskRunner:
         from .candidate import CandidateError, detect_language, load_candidate_module, static_problems
         from .timing import time_interleaved
         from .verdict import ok_reason, timing_fields
-        from .verify import compare, flatten_outputs, poison_allocator, poisoned_cpu_allocations, same_inputs
+        from .verify import (
+            NAN_HINT,
+            compare,
+            flatten_outputs,
+            poison_allocator,
+            poisoned_cpu_allocations,
+            same_inputs,
+            with_nans,
+        )
 
         source, opts, device = task.source, task.options, task.options.device
         language = detect_language(source)
@@ -229,10 +238,25 @@ class TaskRunner:
         library_ops: set[str] = set()
         calls_before = policy.compiled_calls()
         checks = list(range(n_trials)) + [("replay", i) for i in range(len(replay))]
+        if opts.nan_trial:
+            checks.append(("nan", 0))  # last: a kernel wrong on plain values is told that first
         for k in checks:
-            inp = trial_inputs(k) if isinstance(k, int) else replay[k[1]]
-            ref_out = reference(inp)
-            label = f"trial {k + 1}" if isinstance(k, int) else f"captured input {k[1] + 1}"
+            if k == ("nan", 0):
+                inp, placed = with_nans(trial_inputs(NAN_TRIAL), seed)
+                try:
+                    ref_out = reference(inp) if placed else None
+                except Failure:
+                    raise
+                except Exception:  # a reference that refuses NaN (a sampler, an assertion): nothing to match
+                    ref_out = None
+                if ref_out is None:  # no floating-point input, or no answer to match
+                    checks.remove(k)
+                    break
+                label = f"with NaN at {placed} places of its inputs"
+            else:
+                inp = trial_inputs(k) if isinstance(k, int) else replay[k[1]]
+                ref_out = reference(inp)
+                label = f"trial {k + 1}" if isinstance(k, int) else f"captured input {k[1] + 1}"
             args = [_clone(x) for x in inp]
             poison_allocator(out_bytes, device)
             with poisoned_cpu_allocations() if not is_cuda else contextlib.nullcontext():
@@ -244,7 +268,8 @@ class TaskRunner:
             worst_abs, worst_l2 = max(worst_abs, cmp.max_abs_err), max(worst_l2, cmp.rel_l2_err)
             result.update(max_abs_err=_finite(worst_abs), rel_l2_err=_finite(worst_l2))
             if not cmp.ok:
-                raise Failure("incorrect", f"{label}: {cmp.reason}", trials=checks.index(k) + 1)
+                hint = NAN_HINT if k == ("nan", 0) and "NaN/Inf values where" in cmp.reason else ""
+                raise Failure("incorrect", f"{label}: {cmp.reason}{hint}", trials=checks.index(k) + 1)
             changed = same_inputs(inp, args)
             if changed:
                 raise Failure("incorrect", f"{label}: the candidate modified its {changed} in place")

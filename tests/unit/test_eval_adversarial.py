@@ -50,6 +50,15 @@ def test_honest_kernel_reports_numbers(verdicts):
     assert v.build_s is not None and v.language == "cpp"
 
 
+def test_a_kernel_that_hides_a_nan_is_told_where_and_how_to_keep_it(verdicts):
+    """Every plain trial passes; only the trial with NaN in the inputs shows the kernel hides a fault that
+    PyTorch would show, and the reason names the usual cause for the repair prompt."""
+    v = verdicts["nan_dropped.py"]
+    assert v.reason.startswith("with NaN at ") and "where the reference has finite ones" in v.reason
+    assert "(a != a)" in v.reason
+    assert v.trials == verdicts["ok_rms_norm.py"].trials  # it reached the last check, the NaN trial
+
+
 def test_crash_and_hang_name_what_happened(verdicts):
     assert "SIGSEGV" in verdicts["segfault.py"].reason
     assert "still running" in verdicts["infinite_loop.py"].reason

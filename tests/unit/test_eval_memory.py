@@ -43,7 +43,7 @@ RELU_KERNEL = textwrap.dedent('''
     #include <cstdint>
     extern "C" void relu(const float* x, float* y, int64_t n) {
       #pragma omp parallel for
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+      for (int64_t i = 0; i < n; ++i) y[i] = (x[i] > 0.f) | (x[i] != x[i]) ? x[i] : 0.f;
     }
     """, lang="cpp")
 

@@ -30,11 +30,12 @@ static inline float scaled_exp_row(const float* xr, float scale, float m, float*
     return s;
 }
 
-// yr[c] *= k for the first n values; the masked rest of the row (n <= c < cols) is 0
+// yr[c] *= k for the first n values; the masked rest of the row (n <= c < cols) is 0, or NaN where a NaN among
+// the row's keys made k NaN (torch's softmax is then NaN across the whole row)
 static inline void finish_row(float* yr, float k, int64_t n, int64_t cols) {
     #pragma omp simd
     for (int64_t c = 0; c < n; ++c) yr[c] *= k;
-    for (int64_t c = n; c < cols; ++c) yr[c] = 0.0f;
+    for (int64_t c = n; c < cols; ++c) yr[c] = 0.0f * k;
 }
 
 // x holds scores of shape (..., T, T) with T = cols: row r is query q = r % T, which sees keys 0..q (the causal

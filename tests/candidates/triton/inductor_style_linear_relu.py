@@ -15,7 +15,7 @@ def triton_poi_fused_addmm_relu_0(in_out_ptr0, in_ptr0, xnumel, N: tl.constexpr,
     tmp0 = tl.load(in_out_ptr0 + xindex, xmask)
     tmp1 = tl.load(in_ptr0 + x0, xmask)
     tmp2 = tmp0 + tmp1
-    tmp3 = tl.maximum(tmp2, 0.0)
+    tmp3 = tl.where((tmp2 > 0.0) | (tmp2 != tmp2), tmp2, 0.0)  # ReLU keeping NaN, as Inductor's maximum does
     tl.store(in_out_ptr0 + xindex, tmp3, xmask)
 
 
