@@ -76,7 +76,7 @@ def _op_sentence(op: str, scaffold: Scaffold, source: str, language: str) -> str
         scale = [a.name for a in scaffold.args if a.role == "scalar" and a.ctype == "float"]
         named = f" (`{scale[0]}` in the signature)" if scale and len(consts) == 1 else ""
         return f"the reference also {how} by {', '.join(f'{v:g}' for v in consts)}{named}"
-    if op == "add" and len(inputs) >= 2:
+    if op == "add" and len(inputs) >= 2 and _adds(inputs[0], inputs[1], source):
         return (f"the reference first adds `{inputs[1]}` to `{inputs[0]}` elementwise; everything after works on "
                 "that sum")
     if op == "log_softmax":
@@ -122,6 +122,13 @@ def _op_sentence(op: str, scaffold: Scaffold, source: str, language: str) -> str
     return op
 
 
+def _adds(a: str, b: str, source: str) -> bool:
+    """Whether the reference's code adds the inputs ``a`` and ``b`` themselves (``a + b`` or ``b + a``), not
+    two values computed from them (a loss's two terms)."""
+    ea, eb = re.escape(a), re.escape(b)
+    return bool(re.search(rf"\b{ea}\s*\+\s*{eb}\b|\b{eb}\s*\+\s*{ea}\b", source))
+
+
 def _fused_residual(name: str, scaffold: Scaffold, source: str) -> str | None:
     """The sentence for an extra input the reference adds to the main one before anything else (a norm
     after a residual add: ``norm(x + residual)``); None when ``name`` is no such input."""
@@ -130,8 +137,7 @@ def _fused_residual(name: str, scaffold: Scaffold, source: str) -> str | None:
     x = scaffold.forward_params[0]
     if name == x or scaffold.shapes.get(name) != scaffold.shapes.get(x):
         return None
-    if not re.search(rf"\b{re.escape(x)}\s*\+\s*{re.escape(name)}\b|\b{re.escape(name)}\s*\+\s*{re.escape(x)}\b",
-                     source):
+    if not _adds(x, name, source):
         return None
     return (f"the reference first adds `{name}` (same shape as `{x}`) to `{x}`: read v = {x}[i] + {name}[i] wherever "
             "the example reads its input, and use v for everything after (the statistics and the output)")

@@ -227,6 +227,21 @@ def test_a_residual_added_before_the_norm_is_named_in_the_directive():
     assert not any("also takes `skip`" in n for n in notes)
 
 
+def test_a_loss_of_two_inputs_is_not_said_to_add_them():
+    """A smoothed cross-entropy adds its two loss terms, not its logits and labels: the directive must not
+    tell the model to add the class indices to the logits first (it did). (A residual the reference does add
+    is still named: test_a_residual_added_before_the_norm_is_named_in_the_directive.)"""
+    ce = problem("smoothed_ce", NO_INIT, '''
+    def forward(self, logits, labels):
+        return F.cross_entropy(logits, labels, reduction="none", label_smoothing=0.1)''',
+                 "[torch.randn(8, 64), torch.randint(0, 64, (8,))]")
+    scaffold = build_scaffold(ce)
+    ex, _ = best_exemplar(scaffold, ce.source)
+    notes = differences(ex, scaffold, ce.source)
+    assert not any("adds `labels`" in n for n in notes), notes
+    assert any("nll_loss" in n for n in notes), notes
+
+
 def test_a_nearby_example_is_shown_with_the_problems_signature():
     """A leaky-ReLU chain with a scale is shown the bias + GELU example (no exact fit) declaring the
     problem's parameters, `scale` included: the default model keeps the example's parameter list, and
