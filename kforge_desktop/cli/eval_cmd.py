@@ -26,6 +26,9 @@ def register(sub) -> None:
     p.add_argument("--build-timeout", type=float, default=300.0, help="seconds a build may take")
     p.add_argument("--run-timeout", type=float, default=120.0, help="seconds verification/timing may take")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    p.add_argument("--finite-only", action="store_true",
+                   help="skip the trial with NaN in the inputs: accept a kernel that differs from PyTorch only "
+                        "where an input holds NaN")
     p.add_argument("--log", action="store_true", help="print the build/run log of each verdict")
     p.set_defaults(func=run)
 
@@ -62,7 +65,7 @@ def run(args) -> int:
             raise UserError("--device cuda was asked for, but this machine's torch sees no CUDA device.")
     opts = EvalOptions(device=device, trials=args.trials, timed_runs=args.runs,
                        build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout,
-                       compare_compile=not args.no_compile)
+                       compare_compile=not args.no_compile, nan_trial=not args.finite_only)
     sources = []
     for f in files:
         try:

@@ -30,6 +30,17 @@ def test_eval_json_has_the_documented_fields(tmp_path):
     assert v["status"] == "ok"
 
 
+def test_a_kernel_that_hides_nan_fails_unless_the_user_accepts_finite_inputs_only(tmp_path):
+    """The NaN trial is on by default; ``--finite-only`` is the user's choice to accept a kernel that is right on
+    every finite input (and says so in the help)."""
+    cand = str(CAND / "nan_dropped.py")
+    strict = kforge("eval", str(PROBLEM), cand, "--json", "--runs", "5", "--no-compile", cache=tmp_path)
+    v = json.loads(strict.stdout)
+    assert v["status"] == "incorrect" and v["reason"].startswith("with NaN at "), v["reason"]
+    lax = kforge("eval", str(PROBLEM), cand, "--json", "--runs", "5", "--no-compile", "--finite-only", cache=tmp_path)
+    assert json.loads(lax.stdout)["status"] == "ok", lax.stdout + lax.stderr
+
+
 def test_eval_json_of_a_folder_is_one_line_per_candidate_even_for_one(tmp_path):
     """A script reading ``kforge eval PROBLEM DIR --json`` gets the same lines whatever the folder holds (a
     folder of one candidate printed the single-candidate object, which such a script did not read)."""
