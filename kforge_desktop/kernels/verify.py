@@ -201,10 +201,10 @@ NAN_HINT = ("; PyTorch passes a NaN on (a maximum, minimum, ReLU or clamp of NaN
 
 
 def with_nans(inputs: list, seed: int, share: int = 2048, most: int = 4096) -> tuple[list, int]:
-    """``inputs`` (changed in place) with NaN at a few places of every floating-point tensor (one value in ``share``, at least
-    4, at most ``most`` per tensor; places drawn from ``seed``), and how many were placed. A model's
-    activations hold NaN after an overflow; PyTorch hands it on, and a kernel put in its place must too, or
-    the patched model hides the fault. Integer and boolean inputs (indices, masks) stay as they are."""
+    """``inputs`` (changed in place) with NaN at a few places of every floating-point tensor (one value in
+    ``share``, at least 4, at most ``most`` per tensor; places drawn from ``seed``), and how many were placed.
+    A model's activations hold NaN after an overflow; PyTorch hands it on, and a kernel put in its place must
+    too, or the patched model hides the fault. Integer and boolean inputs (indices, masks) stay as they are."""
     gen = torch.Generator().manual_seed(seed)
     out, placed = [], 0
     for x in inputs:
