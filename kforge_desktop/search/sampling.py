@@ -26,7 +26,7 @@ from .config import SearchConfig
 from .directives import CORRECT_FIRST, DIRECTIVES, choose_directive, directive_by_key
 from .exemplars import best_exemplar, collapse_helpers
 from .planner import edit_expansion, kernel_functions
-from .prompting import device_lines, prefill, with_differences
+from .prompting import device_lines, edit_directive, prefill, with_differences
 from .scaffold import ScaffoldError, build_scaffold
 from .setup import seed_kernels
 
@@ -118,7 +118,8 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
             exp = edit_expansion(parent.id, functions, d, target, rng, tried)
             tried[exp.directive] = "pending"
             key = exp.directive
-            request_ctx = replace(ctx, directive=exp.directive_text, target=exp.target)
+            request_ctx = replace(ctx, directive=edit_directive(exp.directive_text, parent.kernel_source),
+                                  target=exp.target)
         if i < start:
             continue
         request_ctx, _ = prompts.fit(request_ctx, generator.count_tokens, generator.context_size, max_tokens)

@@ -523,3 +523,33 @@ def test_the_hoisting_request_names_the_division_a_lowered_normalization_repeats
     # a copy that the loop changes after making it is no invariant
     changed = seed.kernel_source.replace(f"const float {divisor} = {value};", f"float {divisor} = {value}; {divisor} += 1.0f;")
     assert hoistable_divisions(changed) == []
+
+
+def test_an_edit_of_a_kernel_that_tests_for_nan_is_asked_to_keep_those_tests(tmp_path):
+    """Asked for SIMD loops without branches, the default model rewrote the max pooling seed's NaN-keeping
+    select as std::max in 21 of 26 correct dev kernels, which the evaluator's NaN trial now fails: an edit
+    of a kernel that compares a value with itself is asked to keep those tests; one without none is not."""
+    path = tmp_path / "pool.py"
+    path.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+                    "class Model(nn.Module):\n    def forward(self, x):\n"
+                    "        return F.max_pool1d(x, kernel_size=3, stride=2, padding=1)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(4, 8, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    store = SessionStore(tmp_path / "t.kforge")
+    pid = create_session(store, load_problem(path), SearchConfig(strategy="mcts", budget_candidates=5, seeds=True))
+    eng = SearchEngine(store, pid, generator=None, evaluator=None)
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    assert "(e != e)" in seed.kernel_source
+    store.record_verdict(seed.id, ok(2.0), reward(ok(2.0)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(2.0))))
+    eng.post(ev.ExpandFrom(seed.id))
+    eng.apply_commands()
+    tree = Tree(store.nodes(pid))
+    exp = eng.next_expansion(tree)
+    assert exp.kind == "edit"
+    directive = eng.prompt(exp, tree).directive
+    assert directive.startswith(exp.directive_text) and "Keep every NaN test as it is" in directive
+    store.close()
+    from kforge_desktop.search.prompting import edit_directive
+
+    plain = 'extern "C" void kernel_forward(const float* x, float* out, int64_t n) { out[0] = x[0] != x[1]; }'
+    assert edit_directive("Unroll.", plain) == "Unroll."
