@@ -139,3 +139,25 @@ def test_a_cuda_sample_that_hands_back_the_lowered_seed_is_a_copy(tmp_path):
     assert g._copy_of_seed(sample, "cuda", "log_softmax", problems) is True
     sample.write_text(scaffold.module_source(lowered.replace("c += 32", "c += 32 /* */").replace("expf(", "__expf(")))
     assert g._copy_of_seed(sample, "cuda", "log_softmax", problems) is False
+
+
+@pytest.mark.slow
+def test_recorded_kernels_judged_again_count_the_ones_that_fail_now(tmp_path):
+    """``--report --rejudge``: a recorded dev max pooling search's correct kernels judged again by today's
+    evaluator: the ones that dropped the seed's NaN test fail its NaN trial and are counted as failed (a
+    copy of the session; the record is left as it was)."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+
+    g = _bench()
+    row = next(r for r in g.load_rows(BENCH / "results" / "generalize" / "generalize_r72db.jsonl")
+               if r["problem"] == "max_pool_overlap")
+    session = stored(g.ROOT / row["session"])
+    before = session.read_bytes()
+    quick = EvalOptions(compare_compile=False, timed_runs=3, warmup_runs=1)
+    with Evaluator(device="cpu", workers=1, options=quick, build_cache=tmp_path / "builds") as ev:
+        again = g.read_again(row, judge=ev)
+    assert again["now_failing"] > 0 and "now_failing" not in row
+    assert again["self_made"] == row["self_made"] - again["now_failing"]
+    assert f"fail now (max_pool_overlap {again['now_failing']})" in g.report([again])
+    assert session.read_bytes() == before
