@@ -392,7 +392,9 @@ class SearchEngine:
                                     bool(getattr(self.generator, "raw_completion", False)), self.scaffold())
         self._phase = "generating"
         self._emit(self._progress())
-        self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
+        hotter = (f", temperature {request.temperature:g}: asked before, the answer repeated a kernel"
+                  if request.temperature > c.temperature else "")
+        self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive}){hotter}", persist=False)
         if self._gen_pool is None:
             self._gen_pool = generation.thread_pool(self.generator, self.inflight, f"kforge-generate-{self.problem_id}")
         slot = self._window.add(expansion=exp, call_index=index, request=request, context=ctx, trimmed=trimmed)

@@ -329,6 +329,34 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
     assert prompting.prefill(ctx, engine.config, engine.scaffold()) == ""
 
 
+def test_a_question_whose_answer_repeated_a_kernel_is_asked_again_hotter(engine):
+    """On the dev half, an edit asked again of the node whose answer to it had only repeated a kernel
+    repeated again two times in three, at the session's temperature; it is asked again at 1.0. Another
+    directive, or the same one of another node, keeps the session's temperature."""
+    store, pid = engine.store, engine.problem_id
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
+    engine.post(ev.ExpandFrom(seed.id))
+    engine.apply_commands()
+    tree = Tree(store.nodes(pid))
+    exp = engine.next_expansion(tree)
+    assert exp.kind == "edit"
+
+    def temperature(e, t):
+        return prompting.request(e, engine.prompt(e, t), t, engine.config, "cpp", engine.problem.source, 0,
+                                 False, engine.scaffold()).temperature
+
+    assert temperature(exp, tree) == engine.config.temperature == 0.7
+    store.add_node(pid, seed.id, "llm", "edit", "cpp", directive=exp.directive, state="duplicate",
+                   duplicate_of=seed.id)
+    tree = Tree(store.nodes(pid))
+    assert temperature(exp, tree) == 1.0
+    assert temperature(replace(exp, directive="other_directive"), tree) == 0.7
+    child = _add(store, pid, seed.id, ok(1.4), kind="edit")
+    assert temperature(replace(exp, parent_id=child), Tree(store.nodes(pid))) == 0.7
+
+
 def test_mcts_passes_by_a_node_whose_last_answers_repeated_earlier_kernels():
     """Recorded on dev/channel_sum: the only working edit had no working child, every selection ended
     there, and its answers were the same kernels again until the search gave up on repeats. Once its
