@@ -20,3 +20,19 @@ def node(i, parent, *, origin="llm", kind="whole", verdict=None, state=None, vis
                       directive=directive, source="", kernel_source="", created_at=float(i), pinned=pinned,
                       excluded=excluded, visits=visits, value=value, kind=kind, verdict=verdict,
                       duplicate_of=duplicate_of)
+
+
+def first_edit_of_the_seed(engine, speedup: float):
+    """The seed of ``engine``'s session judged correct at ``speedup`` and expanded as the user's "expand"
+    asks: (the seed, the expansion planned for it, the tree it was planned on)."""
+    from kforge_desktop.search import events as ev
+    from kforge_desktop.search.tree import Tree, backprop, reward
+
+    store, pid = engine.store, engine.problem_id
+    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    store.record_verdict(seed.id, ok(speedup), reward(ok(speedup)))
+    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(speedup))))
+    engine.post(ev.ExpandFrom(seed.id))
+    engine.apply_commands()
+    tree = Tree(store.nodes(pid))
+    return seed, engine.next_expansion(tree), tree

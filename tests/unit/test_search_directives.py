@@ -7,16 +7,15 @@ import random
 import re
 from pathlib import Path
 
-from search_nodes import REPO_PROBLEMS, node, ok
+from search_nodes import REPO_PROBLEMS, first_edit_of_the_seed, node, ok
 
 from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.problem.problem import load_problem
-from kforge_desktop.search import events as ev
 from kforge_desktop.search.config import SearchConfig
 from kforge_desktop.search.directives import CORRECT_FIRST, DIRECTIVES, choose_directive
 from kforge_desktop.search.engine import SearchEngine
 from kforge_desktop.search.setup import create_session
-from kforge_desktop.search.tree import Tree, backprop, reward
+from kforge_desktop.search.tree import Tree
 from kforge_desktop.store import SessionStore
 
 
@@ -270,14 +269,9 @@ def test_the_simd_request_names_the_functions_own_sums_and_none_where_it_has_non
     store = SessionStore(tmp_path / "t.kforge")
     pid = create_session(store, load_problem(path), SearchConfig(strategy="mcts", budget_candidates=5, seeds=True))
     eng = SearchEngine(store, pid, generator=None, evaluator=None)
-    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    seed, exp, _ = first_edit_of_the_seed(eng, 2.0)
     assert seed.directive == "lowered" and "no reduction" in seed.kernel_source
     assert "per reduction" not in seed.kernel_source
-    store.record_verdict(seed.id, ok(2.0), reward(ok(2.0)))
-    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(2.0))))
-    eng.post(ev.ExpandFrom(seed.id))
-    eng.apply_commands()
-    exp = eng.next_expansion(Tree(store.nodes(pid)))
     assert (exp.kind, exp.directive) == ("edit", "simd_inner")
     assert "no `reduction` clause" in exp.directive_text and "reduction(+ : s)" not in exp.directive_text
     store.close()
@@ -537,14 +531,8 @@ def test_an_edit_of_a_kernel_that_tests_for_nan_is_asked_to_keep_those_tests(tmp
     store = SessionStore(tmp_path / "t.kforge")
     pid = create_session(store, load_problem(path), SearchConfig(strategy="mcts", budget_candidates=5, seeds=True))
     eng = SearchEngine(store, pid, generator=None, evaluator=None)
-    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
+    seed, exp, tree = first_edit_of_the_seed(eng, 2.0)
     assert "(e != e)" in seed.kernel_source
-    store.record_verdict(seed.id, ok(2.0), reward(ok(2.0)))
-    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(2.0))))
-    eng.post(ev.ExpandFrom(seed.id))
-    eng.apply_commands()
-    tree = Tree(store.nodes(pid))
-    exp = eng.next_expansion(tree)
     assert exp.kind == "edit"
     directive = eng.prompt(exp, tree).directive
     assert directive.startswith(exp.directive_text) and "Keep every NaN test as it is" in directive

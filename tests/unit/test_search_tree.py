@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from search_nodes import REPO_PROBLEMS, node, ok
+from search_nodes import REPO_PROBLEMS, first_edit_of_the_seed, node, ok
 
 from kforge_desktop.kernels.verdict import Verdict
 from kforge_desktop.problem.problem import load_problem
@@ -305,17 +305,10 @@ def test_an_edit_answer_is_begun_with_the_edited_functions_first_line(engine):
     On softmax no unroll is asked: its sum loop also writes the output (0 of 26 such edits correct)."""
     from kforge_desktop.search.applicability import applicable
 
-    store, pid = engine.store, engine.problem_id
-    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
-    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
-    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
-    kernel = store.node(seed.id).kernel_source
+    seed, exp, tree = first_edit_of_the_seed(engine, 1.3)
+    kernel = seed.kernel_source
     assert not applicable("unroll_accumulators", kernel)
     assert applicable("unroll_accumulators", kernel.replace("yr[c] = e;", ""))  # a pure sum is unrolled
-    engine.post(ev.ExpandFrom(seed.id))
-    engine.apply_commands()
-    tree = Tree(store.nodes(pid))
-    exp = engine.next_expansion(tree)
     assert (exp.kind, exp.directive, exp.target) == ("edit", "cache_blocking", "kernel_forward")
     ctx = engine.prompt(exp, tree)
     assert "fast_exp_neg(float x);  only for x <= 0" in ctx.parent_code and "12582912.0f" not in ctx.parent_code
@@ -334,13 +327,7 @@ def test_a_question_whose_answer_repeated_a_kernel_is_asked_again_hotter(engine)
     repeated again two times in three, at the session's temperature; it is asked again at 1.0. Another
     directive, or the same one of another node, keeps the session's temperature."""
     store, pid = engine.store, engine.problem_id
-    seed = next(n for n in store.nodes(pid) if n.origin == "seed")
-    store.record_verdict(seed.id, ok(1.3), reward(ok(1.3)))
-    store.update_stats(backprop(Tree(store.nodes(pid, with_source=False)), seed.id, reward(ok(1.3))))
-    engine.post(ev.ExpandFrom(seed.id))
-    engine.apply_commands()
-    tree = Tree(store.nodes(pid))
-    exp = engine.next_expansion(tree)
+    seed, exp, tree = first_edit_of_the_seed(engine, 1.3)
     assert exp.kind == "edit"
 
     def temperature(e, t):
