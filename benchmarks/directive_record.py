@@ -31,6 +31,11 @@ other nodes repeat asks them again rather than ask its root for kernels from not
 loop without a ``simd`` pragma (a fill aside), or only outer loops without one (which ``search.applicability`` counts
 today): correct / evaluated and the answers that repeated an earlier kernel; and the answers of any request written
 with x86 vector intrinsics (``__m512``, ``_mm512_*``), by their outcome.
+
+``--asked-again``: the answers that repeated an earlier kernel (and how many repeated the node asked, unchanged); a
+question asked again of the same node (the same kind; any repair, or the same directive) by whether an earlier answer
+to it had repeated; and every answer by the temperature it was asked at: repeats, correct / evaluated (the reason
+``search.prompting.asked_and_repeated`` asks such a question again hotter).
 """
 
 from __future__ import annotations
@@ -69,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="edits and kernels from nothing by the repeats their node answered just before")
     ap.add_argument("--simd-loops", action="store_true",
                     help="SIMD edits by whether an innermost loop of the edited function lacked the pragma")
+    ap.add_argument("--asked-again", action="store_true",
+                    help="questions asked again after a repeated answer, and answers by temperature")
     args = ap.parse_args(argv)
+    if args.asked_again:
+        return asked_again(args.sessions)
     if args.simd_loops:
         return simd_loops(args.sessions)
     if args.after_repeats:
@@ -174,6 +183,43 @@ def after_repeats(sessions: list[str]) -> int:
     print(f"{'kind':<6} {'just before':<12} correct/evaluated  repeats")
     for (kind, after), (ok, n, dup) in sorted(table.items()):
         print(f"{kind:<6} {after:<12} {ok:>5}/{n:<5} {100 * ok / max(1, n):4.0f}%  {dup:>7}")
+    return 0
+
+
+def asked_again(sessions: list[str]) -> int:
+    """Repeats, questions asked again after a repeat or after a new answer, and answers by temperature."""
+    again: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # answers, repeats
+    hot: dict[float, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # answers, repeats, correct, evaluated
+    repeats = of_parent = answers = 0
+    for (rows,) in _queries(sessions, "SELECT n.parent_id, n.kind, n.directive, n.state, n.duplicate_of, v.status, "
+                            "json_extract(c.params, '$.temperature') FROM nodes n LEFT JOIN verdicts v ON v.node_id = n.id "
+                            "LEFT JOIN llm_calls c ON c.id = n.llm_call_id WHERE n.origin = 'llm' ORDER BY n.id"):
+        asked: dict[tuple, list[bool]] = defaultdict(list)  # per question: whether each answer repeated
+        for parent, kind, directive, state, duplicate_of, status, temperature in rows:
+            repeat = state == "duplicate"
+            answers += 1
+            repeats += repeat
+            of_parent += repeat and duplicate_of == parent
+            earlier = asked[(parent, kind, "" if kind == "repair" else directive)]
+            if earlier:
+                row = again["after a repeat" if any(earlier) else "after new answers"]
+                row[0] += 1
+                row[1] += repeat
+            earlier.append(repeat)
+            row = hot[temperature]
+            row[0] += 1
+            row[1] += repeat
+            if not repeat and (status is not None or state == "no_code"):
+                row[2] += status == "ok"
+                row[3] += 1
+    print(f"answers {answers}, repeats {repeats} ({100 * repeats / max(1, answers):.0f} %), "
+          f"{of_parent} of them the node asked, unchanged")
+    print(f"{'asked again':<18} answers  repeats")
+    for when, (n, dup) in sorted(again.items()):
+        print(f"{when:<18} {n:>7}  {dup:>7} ({100 * dup / max(1, n):.0f} %)")
+    print(f"{'temperature':<12} answers  repeats  correct/evaluated")
+    for temperature, (n, dup, ok, evaluated) in sorted(hot.items(), key=lambda kv: kv[0] or 0.0):
+        print(f"{temperature!s:<12} {n:>7}  {dup:>7}  {ok:>5}/{evaluated:<5} {100 * ok / max(1, evaluated):4.0f}%")
     return 0
 
 

@@ -157,10 +157,10 @@ VARIETY_TEMPERATURE = 1.0  # a question whose earlier answer repeated a kernel i
 
 def asked_and_repeated(exp: Expansion, tree: Tree) -> bool:
     """Whether this question was asked of this node before and the answer only repeated a kernel: the
-    same kind and, for an edit, the same directive (any repair counts; each asks to fix the same node).
-    Asked again at the same temperature, such a question repeated again two times in three (the dev
-    half's sessions at seeds 1 and 2: 80 of 121, against 35 of 85 after an answer that was new), most
-    often the parent copied unchanged; a hotter sample is a cheaper way to a new kernel."""
+    same kind and the same directive (any repair counts; each asks to fix the same node). Asked again at
+    the same temperature, such a question repeated again two times in three (the dev half's sessions at
+    seeds 1 and 2: 80 of 121, against 35 of 85 after new answers; ``benchmarks/directive_record.py
+    --asked-again``), most often the node copied unchanged; a hotter sample is a cheaper way to a new kernel."""
     return any(k.state == "duplicate" and k.kind == exp.kind and (exp.kind == "repair" or k.directive == exp.directive)
                for k in tree.children(exp.parent_id, counted=False))
 
