@@ -19,14 +19,30 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 VPY=.venv/bin/python
+# pip fails half-way with "No space left on device" when the disk fills; say so before it starts.
+# A first install puts about 2.5 GB in .venv (torch, Qt, Triton, Ray, llama.cpp) and builds in TMPDIR.
+need_space() {
+  local min_mb="${KFORGE_MIN_FREE_MB:-3000}" dir free_mb
+  for dir in .venv "${TMPDIR:-/tmp}"; do
+    free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+    if [ "${free_mb:-0}" -lt "$min_mb" ]; then
+      echo "[bootstrap] not enough disk space to install: $(cd "$dir" && pwd) has ${free_mb} MB free," \
+        "installing needs about ${min_mb} MB. Free some space (\`pip cache purge\` empties pip's cache)" \
+        "or point TMPDIR at a larger disk, then run this again. Nothing was installed." >&2
+      exit 1
+    fi
+  done
+}
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 if ! "$VPY" -c 'import torch' >/dev/null 2>&1; then
+  need_space
   echo "[bootstrap] installing ${KFORGE_TORCH:-torch==2.13.0}"
   "$VPY" -m pip install --progress-bar off "${KFORGE_TORCH:-torch==2.13.0}"
 fi
 stamp=.venv/.kforge-installed
 want="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  need_space
   echo "[bootstrap] installing kforge_desktop and its dependencies (first time: llama-cpp-python builds from source, ~8 min on 2 cores)"
   "$VPY" -m pip install --progress-bar off -e ".[test]"
   echo "$want" > "$stamp"
