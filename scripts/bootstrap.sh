@@ -24,8 +24,9 @@ VPY=.venv/bin/python
 need_space() {
   local min_mb="${KFORGE_MIN_FREE_MB:-3000}" dir free_mb
   for dir in .venv "${TMPDIR:-/tmp}"; do
-    free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
-    if [ "${free_mb:-0}" -lt "$min_mb" ]; then
+    free_mb=$(df -Pm "$dir" 2>/dev/null | awk 'NR == 2 {print $4}')
+    [ -n "$free_mb" ] || continue  # a folder df cannot read: pip will say what is wrong with it
+    if [ "$free_mb" -lt "$min_mb" ]; then
       echo "[bootstrap] not enough disk space to install: $(cd "$dir" && pwd) has ${free_mb} MB free," \
         "installing needs about ${min_mb} MB. Free some space (\`pip cache purge\` empties pip's cache)" \
         "or point TMPDIR at a larger disk, then run this again. Nothing was installed." >&2
