@@ -20,9 +20,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 VPY=.venv/bin/python
 # pip fails half-way with "No space left on device" when the disk fills; say so before it starts.
-# A first install puts about 2.5 GB in .venv (torch, Qt, Triton, Ray, llama.cpp) and builds in TMPDIR.
+# A first install puts about 2.5 GB in .venv (torch, Qt, Triton, Ray, llama.cpp) and builds in TMPDIR; an update
+# of an installed .venv ($1 = the MB it needs) much less.
 need_space() {
-  local min_mb="${KFORGE_MIN_FREE_MB:-3000}" dir free_mb
+  local min_mb="${KFORGE_MIN_FREE_MB:-$1}" dir free_mb
   for dir in .venv "${TMPDIR:-/tmp}"; do
     free_mb=$(df -Pm "$dir" 2>/dev/null | awk 'NR == 2 {print $4}')
     [ -n "$free_mb" ] || continue  # a folder df cannot read: pip will say what is wrong with it
@@ -36,14 +37,14 @@ need_space() {
 }
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 if ! "$VPY" -c 'import torch' >/dev/null 2>&1; then
-  need_space
+  need_space 3000
   echo "[bootstrap] installing ${KFORGE_TORCH:-torch==2.13.0}"
   "$VPY" -m pip install --progress-bar off "${KFORGE_TORCH:-torch==2.13.0}"
 fi
 stamp=.venv/.kforge-installed
 want="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  need_space
+  if [ -f "$stamp" ]; then need_space 500; else need_space 3000; fi
   echo "[bootstrap] installing kforge_desktop and its dependencies (first time: llama-cpp-python builds from source, ~8 min on 2 cores)"
   "$VPY" -m pip install --progress-bar off -e ".[test]"
   echo "$want" > "$stamp"
