@@ -34,8 +34,8 @@ with x86 vector intrinsics (``__m512``, ``_mm512_*``), by their outcome.
 
 ``--asked-again``: the answers that repeated an earlier kernel (and how many repeated the node asked, unchanged); a
 question asked again of the same node (the same kind; any repair, or the same directive) by whether an earlier answer
-to it had repeated; and every answer by the temperature it was asked at: repeats, correct / evaluated (the reason
-``search.prompting.asked_and_repeated`` asks such a question again hotter).
+to it had repeated; and every answer by the temperature it was asked at: repeats, correct / evaluated (what a
+question asked again hotter did, and why the search no longer does: ``docs/benchmarks.md``, thirty-ninth measurement).
 """
 
 from __future__ import annotations

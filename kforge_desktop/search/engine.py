@@ -388,13 +388,11 @@ class SearchEngine:
             self._log(str(err), "error")
             return
         index = self._calls.take()
-        request = prompting.request(exp, ctx, tree, c, self.language, self.problem.source, index,
+        request = prompting.request(ctx, c, self.language, self.problem.source, index,
                                     bool(getattr(self.generator, "raw_completion", False)), self.scaffold())
         self._phase = "generating"
         self._emit(self._progress())
-        hotter = (f", temperature {request.temperature:g}: asked before, the answer repeated a kernel"
-                  if request.temperature > c.temperature else "")
-        self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive}){hotter}", persist=False)
+        self._log(f"asking the model: {exp.kind} from node {exp.parent_id} ({exp.directive})", persist=False)
         if self._gen_pool is None:
             self._gen_pool = generation.thread_pool(self.generator, self.inflight, f"kforge-generate-{self.problem_id}")
         slot = self._window.add(expansion=exp, call_index=index, request=request, context=ctx, trimmed=trimmed)

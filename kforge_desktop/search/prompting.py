@@ -152,25 +152,14 @@ def prefill(ctx: prompts.PromptContext, config: SearchConfig, scaffold: Scaffold
     return f"```{prompts.FENCE.get(ctx.language, 'cpp')}\n{head}\n" if head else ""
 
 
-VARIETY_TEMPERATURE = 1.0  # a question whose earlier answer repeated a kernel is asked again at least this hot
-
-
-def asked_and_repeated(exp: Expansion, tree: Tree) -> bool:
-    """Whether this question was asked of this node before and the answer only repeated a kernel: the
-    same kind and the same directive (any repair counts; each asks to fix the same node). Asked again at
-    the same temperature, such a question repeated again two times in three (the dev half's sessions at
-    seeds 1 and 2: 80 of 121, against 35 of 85 after new answers; ``benchmarks/directive_record.py
-    --asked-again``), most often the node copied unchanged; a hotter sample is a cheaper way to a new kernel."""
-    return any(k.state == "duplicate" and k.kind == exp.kind and (exp.kind == "repair" or k.directive == exp.directive)
-               for k in tree.children(exp.parent_id, counted=False))
-
-
-def request(exp: Expansion, ctx: prompts.PromptContext, tree: Tree, config: SearchConfig, language: str,
-            problem_source: str, llm_calls: int, raw_completion: bool, scaffold: Scaffold | None) -> GenerationRequest:
+def request(ctx: prompts.PromptContext, config: SearchConfig, language: str, problem_source: str, llm_calls: int,
+            raw_completion: bool, scaffold: Scaffold | None) -> GenerationRequest:
     """The request for one expansion. Its sampling seed derives from the session seed and the number
     of LLM calls made so far, so a seeded search asks the same questions with the same seeds again."""
     seed = (config.seed * 1_000_003 + llm_calls) % (2**31)
-    temperature = max(config.temperature, VARIETY_TEMPERATURE) if asked_and_repeated(exp, tree) else config.temperature
+    # every question at the session's temperature, also one asked again after an answer that repeated a kernel:
+    # asked hotter, the dev searches made fewer correct kernels and no fewer repeats (docs/benchmarks.md)
+    temperature = config.temperature
     if ctx.kind == "module" and language == "triton" and raw_completion:
         # a model trained on KernelLLM's raw prompt (no chat template) gets exactly that prompt
         return prompts.kernelllm_request(problem_source, max_tokens=config.max_tokens, temperature=temperature,
