@@ -104,8 +104,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         # a kernel of one block per row has a grid of rows already: asked, the default model handed the row
         # seeds back unchanged (benchmarks/results/gpu_samples_r37)
         code = strip_cpp_comments(kernel)
-        per_element = re.search(r"blockIdx\.[xyz]\s*\*\s*blockDim\.[xyz]|blockDim\.[xyz]\s*\*\s*(\(\w+\))?\s*blockIdx", code)
-        return "gridDim" not in code and bool(per_element)
+        return "gridDim" not in code and bool(_THREAD_OWN_WORK.search(code))
     if key == "fusion":  # one launch has nothing to fuse: asked, the default model handed the one-launch
         # CUDA seeds back unchanged (benchmarks/results/gpu_samples_r35: the fusion edits). No launch at all is
         # a Triton module, whose forward may still run part of the chain in torch.
@@ -116,9 +115,13 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         # (an elementwise chain): it reads each value once, so there is nothing to stage. Asked, the default model
         # declared a variable-length __shared__ array or read past it (dev: bias_leaky_relu_scale, quick_gelu;
         # docs/results/h100_round27), as the C++ blocks above were asked of such chains and dropped columns
+        # Nor does a kernel whose threads or warps each take their own row or output value, several to a block
+        # (the lowered seeds): staging would need a slice of dynamic shared memory per warp, sized at the launch;
+        # asked, the default model wrote one block-wide array for all of them (fixed or variable-length), and none
+        # of its dev edits staged a row correctly (docs/benchmarks.md, thirty-ninth measurement)
         code = strip_cpp_comments(kernel)
         held = re.search(r"(?<!__shared__ )\bfloat4?\s+\w+\s*\[\s*\w+\s*\]", code) or "extern __shared__" in code
-        return not held and any(accumulators(kernel))
+        return not held and not _THREAD_OWN_WORK.search(code) and any(accumulators(kernel))
     if key == "fast_math":
         code = strip_cpp_comments(kernel)
         return bool(re.search(r"(?<!\w)(expf?|sqrtf?|tanhf?|logf?)\s*\(|\b1\.0f?\s*/\s*sqrtf?", code))
@@ -143,6 +146,10 @@ def loop_without_simd(kernel: str, innermost: bool = False) -> bool:
         if not innermost or holds_no_loop(kernel, m.start() + len(pragma)):
             return True
     return False
+
+
+# a thread's (or a warp's) own unit of work from its global index: `blockIdx.x * blockDim.x + threadIdx.x`
+_THREAD_OWN_WORK = re.compile(r"blockIdx\.[xyz]\s*\*\s*blockDim\.[xyz]|blockDim\.[xyz]\s*\*\s*(\(\w+\))?\s*blockIdx")
 
 
 def _pooling(aten_ops: tuple[str, ...]) -> bool:
