@@ -1,0 +1,102 @@
+"""Candidate for rms_norm_in_model: a scaffolded ModelNew around a native kernel."""
+import torch
+import torch.nn as nn
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+#include <cfloat>
+
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+// Each thread keeps VEC float4 of its row in registers, so rows of up to 1024 * VEC * 4 = 32768 values
+// are read from memory once. Longer rows are done in tiles of that size (the earlier tiles read twice).
+constexpr int VEC = 8;
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+
+// sum over the block (blockDim.x a multiple of 32): each warp reduces, then the warps' results
+__device__ float block_sum(float v, float* smem) {
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x % 32 < blockDim.x / 32 ? smem[threadIdx.x % 32] : 0.0f;
+    v = warp_sum(v);
+    __syncthreads();  // smem is reused by the next reduction
+    return v;
+}
+
+// the 4 values at columns c..c+3 of a row (c a multiple of 4); columns >= n read as `fill`.
+// vec: the row starts 16-byte aligned, so 4 values inside the row are one float4 load.
+__device__ __forceinline__ float4 load4(const float* row, int64_t c, int64_t n, bool vec, float fill) {
+    if (vec && c + 4 <= n) return *reinterpret_cast<const float4*>(row + c);
+    return make_float4(c < n ? row[c] : fill, c + 1 < n ? row[c + 1] : fill,
+                       c + 2 < n ? row[c + 2] : fill, c + 3 < n ? row[c + 3] : fill);
+}
+
+__device__ __forceinline__ void store4(float* row, int64_t c, int64_t n, bool vec, float4 v) {
+    if (vec && c + 4 <= n) {
+        *reinterpret_cast<float4*>(row + c) = v;
+        return;
+    }
+    if (c < n) row[c] = v.x;
+    if (c + 1 < n) row[c + 1] = v.y;
+    if (c + 2 < n) row[c + 2] = v.z;
+    if (c + 3 < n) row[c + 3] = v.w;
+}
+
+extern "C" void kernel_forward(const float* hidden, const float* norm_weight, float* out, int64_t rows, int64_t cols, float norm_eps, cudaStream_t stream) {
+    const float* x = hidden + blockIdx.x * cols;
+    float* y = out + blockIdx.x * cols;
+    const int64_t tile = (int64_t)blockDim.x * VEC * 4;  // columns the block holds at once
+    float4 v[VEC];
+    float sq = 0.0f;  // this thread's sum of squares (fp32)
+    for (int64_t t0 = 0; t0 < cols; t0 += tile) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {  // thread t holds float4 number k * blockDim.x + t: coalesced
+            v[k] = load4(x, t0 + (k * blockDim.x + threadIdx.x) * 4, cols, vec, 0.0f);
+            sq += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        }
+    }
+    const float scale = rsqrtf(block_sum(sq, smem) / (float)cols + norm_eps);
+    // write x * scale * weight; the last tile is still in registers (for rows up to 32768 values, the only one)
+    for (int64_t t0 = 0; t0 < cols; t0 += tile) {
+        const bool in_registers = t0 + tile >= cols;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const int64_t c = t0 + (k * blockDim.x + threadIdx.x) * 4;
+            const float4 a = in_registers ? v[k] : load4(xr, c, cols, vec, 0.0f);
+            const float4 w = load4(weight, c, cols, vec, 0.0f);
+            store4(yr, c, cols, vec, make_float4(a.x * scale * w.x, a.y * scale * w.y, a.z * scale * w.z,
+ a.w * scale * w.w));
+        }
+    }
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cuda")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.norm = RMSNorm(dim)
+
+    def forward(self, hidden):
+        hidden = hidden.contiguous()
+        out = torch.empty_like(hidden)
+        _lib.kernel_forward(hidden, self.norm.weight.contiguous(), out, hidden.numel() // hidden.shape[-1], hidden.shape[-1], float(self.norm.eps))
+        return out

@@ -1,0 +1,67 @@
+"""Candidate for max_pool1d: a scaffolded ModelNew around a native kernel."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+#include <cfloat>
+
+// Max pooling lowered to plain loops: each output value reads its window of the input.
+// Correct by construction, not fast: neighbouring windows read the same values again.
+constexpr int64_t lplanes = 1024, lw = 512, low = 256;
+
+__global__ void lowered_pool(const float* __restrict__ x, float* __restrict__ out, int64_t rows, int64_t cols, int64_t x_size0, int64_t x_size1, int64_t x_size2, int64_t out_size0, int64_t out_size1, int64_t out_size2) {
+    // one thread an output value; the threads of the whole grid stride over them, so any grid covers them all
+    const int64_t threads = (int64_t)gridDim.x * blockDim.x;
+    const int64_t n = lplanes * low;
+    if (n <= 0) return;
+    const int64_t row_length = (int64_t)blockDim.x * blockDim.y;
+    float4 v = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += threads) {
+        const int64_t q = t % low, r = t / low;
+        const int64_t iw0 = q * 2 - 0;
+        float4 v = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        for (int64_t j = 0; j < 2; ++j) {
+            const int64_t iw = iw0 + j;
+            if (iw < 0 || iw >= low) continue;
+            const float4 e = v4load_u(x + r * lw + iw);
+            v = (e[0] > v[0]) | (e[0] != e[0]) ? e[0] : v[0];  // a NaN wins, as in torch; a select, not a branch
+            v = (e[1] > v[1]) | (e[1] != e[1]) ? e[1] : v[1];  // a NaN wins, as in torch; a select, not a branch
+            v = (e[2] > v[2]) | (e[2] != e[2]) ? e[2] : v[2];  // a NaN wins, as in torch; a select, not a branch
+            v = (e[3] > v[3]) | (e[3] != e[3]) ? e[3] : v[3];  // a NaN wins, as in torch; a select, not a branch
+        }
+        v4store_u(out + r * low + q, v);
+    }
+    if (row_length % 4 != 0) {
+        const int64_t tail = row_length % 4;
+        for (int64_t j = 0; j < tail; ++j) {
+            const int64_t iw = q * 2 + j;
+            if (iw < 0 || iw >= low) continue;
+            const float e = x[r * lw + iw];
+            if (e > v[0]) v = make_float4(e, e, e, e);  // a NaN wins, as in torch; a select, not a branch
+        }
+    }
+}
+
+extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols, int64_t x_size0, int64_t x_size1, int64_t x_size2, int64_t out_size0, int64_t out_size1, int64_t out_size2, cudaStream_t stream) {
+    const int64_t n = lplanes * low;
+    if (n <= 0) return;
+    lowered_pool<<<(unsigned)((n + 127) / 128), 128, 0, stream>>>(x, out, rows, cols, x_size0, x_size1, x_size2, out_size0, out_size1, out_size2);
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cuda")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty((16, 64, 256), dtype=torch.float32, device=x.device)
+        _lib.kernel_forward(x, out, x.numel() // x.shape[-1], x.shape[-1], x.shape[0], x.shape[1], x.shape[2], out.shape[0], out.shape[1], out.shape[2])
+        return out
