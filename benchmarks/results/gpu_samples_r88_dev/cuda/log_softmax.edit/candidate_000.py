@@ -1,0 +1,58 @@
+"""Candidate for log_softmax: a scaffolded ModelNew around a native kernel."""
+import torch
+import torch.nn as nn
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+#include <cfloat>
+
+// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the outputs.
+// Correct by construction, not fast: each reduction reads the row again.
+__global__ void lowered_rows(const float* __restrict__ logits, float* __restrict__ out, int64_t rows, int64_t cols) {
+    // a warp a row; the warps of the whole grid stride over the rows, so any grid covers them all
+    // (threads per block: a multiple of 32)
+    const int lane = threadIdx.x % 32;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x + 31) / 32;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+        float v_amax = (-INFINITY);
+        for (int64_t c = lane; c < cols; c += 32) {
+            v_amax = fmaxf(v_amax, logits[r * cols + c]);
+        }
+        for (int k = 16; k > 0; k >>= 1) v_amax = fmaxf(v_amax, __shfl_xor_sync(0xffffffff, v_amax, k));
+        float v_sum_1 = 0.0f;
+        for (int64_t c = lane; c < cols; c += 32) {
+            const float v_sub = (logits[r * cols + c] - v_amax);
+            const float v_exp = expf(v_sub);
+            v_sum_1 += v_exp;
+        }
+        for (int k = 16; k > 0; k >>= 1) v_sum_1 += __shfl_xor_sync(0xffffffff, v_sum_1, k);
+        const float v_log = logf(v_sum_1);
+        for (int64_t c = lane; c < cols; c += 32) {
+            const float v_sub = (logits[r * cols + c] - v_amax);
+            const float v_sub_1 = (v_sub - v_log);
+            out[r * cols + c] = v_sub_1;
+        }
+    }
+}
+
+extern "C" void kernel_forward(const float* logits, float* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0) return;
+    // New launch shape: start with 32 threads, then one block per row of 32 threads
+    lowered_rows<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(logits, out, rows, cols);
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cuda")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, logits):
+        logits = logits.contiguous()
+        out = torch.empty_like(logits)
+        _lib.kernel_forward(logits, out, logits.numel() // logits.shape[-1], logits.shape[-1])
+        return out

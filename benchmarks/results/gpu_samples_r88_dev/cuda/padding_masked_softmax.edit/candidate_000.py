@@ -1,0 +1,69 @@
+"""Candidate for padding_masked_softmax: a scaffolded ModelNew around a native kernel."""
+import torch
+import torch.nn as nn
+from kforge_desktop.kernels.native import load_native
+
+KERNEL_SOURCE = r'''
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+#include <cfloat>
+
+// The reference lowered to plain loops: rows in parallel; per row, one pass per reduction, then the outputs.
+// Correct by construction, not fast: each reduction reads the row again.
+__global__ void lowered_rows(const float* __restrict__ scores, const bool* __restrict__ keep, float* __restrict__ out, int64_t rows, int64_t cols, int64_t keep_size0, int64_t keep_size1) {
+    // a warp a row; the warps of the whole grid stride over the rows, so any grid covers them all
+    // (threads per block: a multiple of 32)
+    const int lane = threadIdx.x % 32;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x + 31) / 32;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+        const float v_scalar_tensor = (-INFINITY);
+        float v_amax = (-INFINITY);
+        for (int64_t c = lane; c < cols; c += 32) {
+            const bool v_bitwise_not = (!keep[r / 128 * 128 + c]);
+            const float v_where = (v_bitwise_not ? v_scalar_tensor : scores[r * cols + c]);
+            v_amax = fmaxf(v_amax, v_where);
+        }
+        for (int k = 16; k > 0; k >>= 1) v_amax = fmaxf(v_amax, __shfl_xor_sync(0xffffffff, v_amax, k));
+        float v_sum_1 = 0.0f;
+        for (int64_t c = lane; c < cols; c += 32) {
+            const bool v_bitwise_not = (!keep[r / 128 * 128 + c]);
+            const float v_where = (v_bitwise_not ? v_scalar_tensor : scores[r * cols + c]);
+            const float v_sub = (v_where - v_amax);
+            const float v_exp = expf(v_sub);
+            v_sum_1 += v_exp;
+        }
+        for (int k = 16; k > 0; k >>= 1) v_sum_1 += __shfl_xor_sync(0xffffffff, v_sum_1, k);
+        for (int64_t c = lane; c < cols; c += 32) {
+            const bool v_bitwise_not = (!keep[r / 128 * 128 + c]);
+            const float v_where = (v_bitwise_not ? v_scalar_tensor : scores[r * cols + c]);
+            const float v_sub = (v_where - v_amax);
+            const float v_exp = expf(v_sub);
+            const float v_div = (v_exp / v_sum_1);
+            out[r * cols + c] = v_div;
+        }
+    }
+}
+
+extern "C" void kernel_forward(const float* scores, const bool* keep, float* out, int64_t rows, int64_t cols, int64_t keep_size0, int64_t keep_size1, cudaStream_t stream) {
+    if (rows <= 0) return;
+    // New launch shape: start with 32 threads per block, then adjust grid size
+    // to start with rows * 32 threads, all the work at once
+    const int T = 128; // Threads per block (a multiple of 32)
+    const int grid_size = (rows * 32 + T - 1) / T; // Launch size (grid)
+    lowered_rows<<<grid_size, T, 0, stream>>>(scores, keep, out, rows, cols, keep_size0, keep_size1);
+}
+'''
+_lib = load_native(KERNEL_SOURCE, lang="cuda")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, scores, keep):
+        scores = scores.contiguous()
+        keep = keep.contiguous()
+        out = torch.empty_like(scores)
+        _lib.kernel_forward(scores, keep, out, scores.numel() // scores.shape[-1], scores.shape[-1], keep.shape[0], keep.shape[1])
+        return out
