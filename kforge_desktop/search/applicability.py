@@ -49,6 +49,65 @@ def accumulators(function: str) -> tuple[list[str], list[str]]:
     return sums, [m for m in maxes if m not in sums]
 
 
+_EXP_CALL = re.compile(r"\b(?:fast_exp(?:_neg)?|(?:std::)?expf?)\s*\(")
+_PLAIN_LOOP = re.compile(r"\bfor\s*\(\s*(?:int64_t|int|long|size_t)\s+(\w+)\s*=\s*0\s*;\s*\1\s*<\s*(\w+)\s*;"
+                         r"\s*(?:\+\+\s*\1|\1\s*\+\+|\1\s*\+=\s*1)\s*\)")
+
+
+def _one_loop(function: str) -> tuple[str, list[str]] | None:
+    """(bound, body statements) of a function's one loop from 0 (``for (int64_t c = 0; c < cols; ++c)``), its
+    variable renamed ``c`` in the statements; None for a function of no loop or several, a loop of nested blocks,
+    or one that stores into an array (a row written as it is read is not a statistic alone)."""
+    code = strip_cpp_comments(function)
+    heads = list(_PLAIN_LOOP.finditer(code))
+    if len(heads) != 1 or len(re.findall(r"\bfor\s*\(", code)) != 1:
+        return None
+    head = heads[0]
+    var, bound = head.group(1), head.group(2)
+    body = code[head.end():].strip()
+    if body.startswith("{"):
+        depth, end = 0, 0
+        for i, ch in enumerate(body):
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            if depth == 0:
+                end = i
+                break
+        body = body[1:end]
+    else:
+        body = body[:body.find(";") + 1]
+    if "{" in body or _STORE.search(body) or (var != "c" and re.search(r"\bc\b", body)):
+        return None
+    return bound, [re.sub(rf"\b{var}\b", "c", st.strip()) + ";" for st in body.split(";") if st.strip()]
+
+
+def online_parts(kernel: str) -> tuple[str, str, str, list[str], list[str], str] | None:
+    """(maximum, sum, row length, the maximum's loop body, the sum's loop body, the exp to rescale with) of a
+    kernel whose row maximum is one helper's one loop and whose sum of exponentials of values less that maximum
+    is another's, neither storing anything: the form of the lowered softmax-family seeds whose output is not the
+    exps themselves (a log-softmax, a cross-entropy). None for any other kernel."""
+    functions = [it.text for it in split_items(kernel) if it.kind == "function"]
+    code = strip_cpp_comments(kernel)
+    exp = next((f for f in ("fast_exp_neg", "fast_exp") if re.search(rf"\b{f}\s*\(", code)), "std::exp")
+    for s_fn in functions:
+        sums, _ = accumulators(s_fn)
+        s_loop = _one_loop(s_fn) if len(sums) == 1 else None
+        if not s_loop or not _EXP_CALL.search(" ".join(s_loop[1])):
+            continue
+        s = sums[0]
+        if len([st for st in s_loop[1] if re.match(rf"{s}\s*\+=", st)]) != 1:
+            continue
+        for m_fn in functions:
+            _, maxes = accumulators(m_fn)
+            m_loop = _one_loop(m_fn) if len(maxes) == 1 and m_fn != s_fn else None
+            if not m_loop or m_loop[0] != s_loop[0]:
+                continue
+            m = maxes[0]
+            takes = [st for st in m_loop[1] if re.match(rf"{m}\s*=", st)]
+            if len(takes) == 1 and re.search(rf"\b{m}\b", " ".join(s_loop[1])):
+                return m, s, m_loop[0], m_loop[1], s_loop[1], exp
+    return None
+
+
 def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
     """Whether asking for directive ``key`` on this kernel can change anything: a kernel that already
     runs its rows in parallel gets no "parallelize the rows" (the model answers with the same code, a
@@ -74,6 +133,8 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         functions = [it for it in split_items(kernel) if it.kind == "function"]
         helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
         return any(unrollable(it.text) for it in (helpers or functions))
+    if key == "online_blocks":  # a row maximum and a sum of exponentials, each a helper's loop (``online_parts``)
+        return online_parts(kernel) is not None
     if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse. A pooling
         # has none: its sums and maxima are each output's own window. Asked, the default model dropped the loop over
         # the outputs ("wrote 1 of the 512 values of each row"): 0 of 5 dev edits correct (max_pool_overlap,
@@ -82,7 +143,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
         return (bool(accumulates) and _loops(kernel) >= 3 and innermost_loops(kernel) >= 2
-                and not _pooling(aten_ops))
+                and not _pooling(aten_ops) and online_parts(kernel) is None)  # the max-and-sum: online_blocks
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
         # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,

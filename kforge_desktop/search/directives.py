@@ -13,12 +13,22 @@ from dataclasses import dataclass
 
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, function_text
-from .applicability import accumulators, applicable, entry_divisions
+from .applicability import accumulators, applicable, entry_divisions, online_parts
 
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
 # model otherwise spent "the total" on a new pass over the row and returned nothing)
 SUM_END = "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum was"
 SUM_RETURN = "return (s0 + s1) + (s2 + s3);"
+
+# the blocked online max-and-sum with its pattern (``blocked_online_text``), asked 6 times each of the dev half's lowered
+# log_softmax, smoothed_cross_entropy and padding_masked_softmax (``kforge sample ... --directive online_blocks --seed
+# 0``): 7 correct edits of 17 (a log-softmax answer handed the seed back), judged by ``benchmarks/online_blocks.py
+# --samples``; single_pass's per-value online request, 6 each of the first two: 2 of 11, one 0.25x its seed
+ONLINE_PRIOR = 0.41
+# how many values of a row the blocked online max-and-sum reads at a time: dev/smoothed_cross_entropy (640 columns)
+# with the pattern put in place of its seed's two calls, 1.12-1.14x the seed with blocks of 256, 0.92-0.93x with
+# blocks of 64; a log-softmax, whose output pass stays, 0.93-0.97x (benchmarks/online_blocks.py, three quiet runs)
+ONLINE_BLOCK = 256
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,9 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
         Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
                   "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
                   "in the next.", prior=0.27),
+        Directive("online_blocks", "Fuse the row's maximum and its sum of exponentials into one pass over the row, "
+                  "a block of values at a time: each block's maximum, the sum so far rescaled when the maximum "
+                  "grows, then the block's exponentials (SIMD loops).", prior=ONLINE_PRIOR),
         Directive("hoist_invariants", "Hoist loop invariants: row pointers, constants, and a reciprocal of a "
                   "divisor that does not change inside the loop (one scalar before it, `const float inv = 1.0f / "
                   "d;`, then multiply by `inv`), outside the inner loops. No arrays of precomputed values, no "
@@ -217,6 +230,49 @@ def simd_text(function: str) -> str:
             "contiguous access. It has no scalar sum or maximum: add no `reduction` clause and no new variable, "
             "and keep writing every output value it writes now.")
 
+
+
+
+def blocked_online_text(kernel: str, target: str = ENTRY) -> str | None:
+    """The request for a kernel whose row maximum and sum of exponentials are each a helper's one loop
+    (``applicability.online_parts``): both in one pass over the row, ``ONLINE_BLOCK`` values at a time, each
+    block's maximum and its sum in SIMD loops (the helpers' own loop bodies), the sum so far rescaled once a block
+    when the maximum grows. Asked instead for "an online max-and-sum" written out per value (a running maximum and
+    sum, the sum rescaled at every value: two exps per value and no SIMD), the default model made 3 correct kernels
+    of 12, one 0.25x the seed (dev log_softmax and smoothed_cross_entropy; docs/benchmarks.md, forty-first
+    measurement). None for a kernel of another form."""
+    parts = online_parts(kernel)
+    if parts is None:
+        return None
+    m, s, bound, max_body, sum_body, exp = parts
+    b = ONLINE_BLOCK
+
+    def loop(body: list[str]) -> list[str]:
+        if len(body) == 1:
+            return [f"    for (int64_t c = c0; c < c1; ++c) {body[0]}"]
+        return ["    for (int64_t c = c0; c < c1; ++c) {", *(f"        {st}" for st in body), "    }"]
+    pattern = "\n".join([
+        f"float {m} = -INFINITY, {s} = 0.0f;",
+        f"for (int64_t c0 = 0; c0 < {bound}; c0 += {b}) {{  // the row, {b} values at a time",
+        f"    const int64_t c1 = c0 + {b} < {bound} ? c0 + {b} : {bound};",
+        "    float bm = -INFINITY;  // this block's maximum",
+        "    #pragma omp simd reduction(max : bm)",
+        *loop([re.sub(rf"\b{m}\b", "bm", st) for st in max_body]),
+        f"    if (bm > {m}) {{  // a larger maximum: the sum so far rescaled to it",
+        f"        {s} *= {exp}({m} - bm);",
+        f"        {m} = bm;",
+        "    }",
+        "    float bs = 0.0f;  // this block's exponentials, at the maximum so far",
+        "    #pragma omp simd reduction(+ : bs)",
+        *loop([re.sub(rf"^{s}\s*\+=", "bs +=", st) for st in sum_body]),
+        f"    {s} += bs;",
+        "}"])
+    return (f"Fuse the passes over each row: compute the maximum `{m}` and the sum of exponentials `{s}` in ONE pass "
+            f"over the row in `{target}`, in place of the loops or calls that compute them now, {b} values at a "
+            "time: the block's maximum (a SIMD max), the sum so far rescaled when the maximum grows, then the "
+            "block's exponentials at that maximum (a SIMD sum). Keep every other statistic and the loop that writes "
+            "the output as they are, with the same names and formulas.\nThe pattern (use the names of the code "
+            f"above):\n```cpp\n{pattern}\n```")
 
 def single_pass_text(kernel: str, target: str = ENTRY) -> str:
     """The single-pass directive for a kernel whose function ``target`` is rewritten, naming the statistics the

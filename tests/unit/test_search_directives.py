@@ -476,6 +476,59 @@ def test_the_single_pass_request_names_the_kernels_own_statistics(tmp_path):
     assert "`s`, `q` in ONE loop" in text and "exp" not in text
 
 
+
+DEV = Path(__file__).resolve().parents[2] / "benchmarks" / "problems_generalize" / "dev"
+
+
+def _fenced(text: str) -> str:
+    return re.search(r"```cpp\n(.*?)```", text, re.S).group(1)
+
+
+def test_the_blocked_online_pattern_computes_what_the_lowered_seed_computes():
+    """The blocked online request of a lowered log-softmax and a smoothed cross-entropy shows the row's maximum and
+    sum of exponentials computed in one pass, a block of values at a time (each block's maximum and sum in SIMD
+    loops, the sum rescaled when the maximum grows). The pattern is the model's to copy: put in place of the
+    seed's two calls, it must give the reference's output to the evaluator's tolerance, on every row (rows
+    whose maximum is in a later block included: 640 columns are three blocks), a masked row's too."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.search.applicability import applicable
+    from kforge_desktop.search.directives import ONLINE_BLOCK, directive_by_key
+    from kforge_desktop.search.planner import edit_expansion, kernel_functions
+    from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.search.setup import seed_kernels
+
+    quick = EvalOptions(compare_compile=False, timed_runs=3, warmup_runs=1)
+    with Evaluator(device="cpu", workers=1, options=quick) as ev:
+        for name in ("log_softmax", "smoothed_cross_entropy", "padding_masked_softmax"):
+            problem = load_problem(DEV / f"{name}.py")
+            scaffold = build_scaffold(problem, "cpp")
+            (directive, kernel, _note), *_ = seed_kernels(problem, scaffold, memory=False)
+            assert directive == "lowered"
+            functions = kernel_functions(kernel, "cpp")
+            assert applicable("online_blocks", kernel) and not applicable("single_pass", kernel)
+            exp = edit_expansion(1, functions, directive_by_key("cpp", "online_blocks"), "cpp", random.Random(0), {})
+            assert exp.target == "kernel_forward"
+            pattern = _fenced(exp.directive_text)
+            assert f"c0 += {ONLINE_BLOCK}" in pattern and pattern.count("#pragma omp simd") == 2
+            calls = re.compile(r"^\s*const float v_amax = row_max\([^;]*;\n\s*const float v_sum_1 = row_sum\([^;]*;\n",
+                               re.M)
+            assert calls.search(kernel), kernel
+            fused = calls.sub(lambda _m, p=pattern: p, kernel, count=1)
+            assert "row_max(" not in fused.split("kernel_forward")[1]
+            verdict = ev.evaluate(problem, scaffold.module_source(fused))
+            assert verdict.status == "ok", (name, verdict.reason)
+            if name != "padding_masked_softmax":  # (its rows' kept values may all lie in their first block)
+                wrong = fused.replace("v_sum_1 *= ", "v_sum_1 += 0.0f * ")  # no rescaling: wrong where the max grows
+                assert ev.evaluate(problem, scaffold.module_source(wrong)).status == "incorrect", name
+    # not asked where a loop writes the exps as it sums them (the row-softmax exemplar a masked softmax is seeded
+    # with), nor of a kernel with no maximum and sum of exponentials
+    for name in ("causal_scaled_softmax", "gelu_tanh", "l2_normalize", "max_pool_overlap"):
+        problem = load_problem(DEV / f"{name}.py")
+        kernels = [k for _d, k, _n in seed_kernels(problem, build_scaffold(problem, "cpp"), memory=False)]
+        assert kernels and not any(applicable("online_blocks", k) for k in kernels), name
+
+
 def test_the_hoisting_request_names_the_division_a_lowered_normalization_repeats_and_its_reciprocal(tmp_path):
     """A lowered L2 normalization divides every value of a row by a copy of the row's norm made in the store loop
     (``const float v_expand = v_clamp;``): the division was not found, so hoisting was never asked of it. The
