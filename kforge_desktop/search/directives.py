@@ -25,10 +25,11 @@ SUM_RETURN = "return (s0 + s1) + (s2 + s3);"
 # 0``): 7 correct edits of 17 (a log-softmax answer handed the seed back), judged by ``benchmarks/online_blocks.py
 # --samples``; single_pass's per-value online request, 6 each of the first two: 2 of 11, one 0.25x its seed
 ONLINE_PRIOR = 0.41
-# how many values of a row the blocked online max-and-sum reads at a time: dev/smoothed_cross_entropy (640 columns)
-# with the pattern put in place of its seed's two calls, 1.12-1.14x the seed with blocks of 256, 0.92-0.93x with
-# blocks of 64; a log-softmax, whose output pass stays, 0.93-0.97x (benchmarks/online_blocks.py, three quiet runs)
-ONLINE_BLOCK = 256
+# how many values of a row the blocked online max-and-sum reads at a time: the pattern put in place of the seed's two
+# calls, dev/smoothed_cross_entropy (640 columns) ran 1.06-1.18x its seed with blocks of 512, 1.02-1.15x with 256,
+# 0.88-0.93x with 64 (five quiet runs); a log-softmax, whose output pass stays, 0.91-0.94x and 0.89-0.95x (three)
+# (benchmarks/online_blocks.py). The samples that set ONLINE_PRIOR were asked with blocks of 256
+ONLINE_BLOCK = 512
 
 
 @dataclass(frozen=True)

@@ -489,7 +489,7 @@ def test_the_blocked_online_pattern_computes_what_the_lowered_seed_computes():
     sum of exponentials computed in one pass, a block of values at a time (each block's maximum and sum in SIMD
     loops, the sum rescaled when the maximum grows). The pattern is the model's to copy: put in place of the
     seed's two calls, it must give the reference's output to the evaluator's tolerance, on every row (rows
-    whose maximum is in a later block included: 640 columns are three blocks), a masked row's too."""
+    whose maximum is in a later block included: 640 columns are two blocks), a masked row's too."""
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.search.applicability import applicable
