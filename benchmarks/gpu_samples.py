@@ -17,6 +17,8 @@
    problem) the answers, those with code, the correct ones, the correct ones that are *not* a near-copy
    of a seed or of the exemplar the prompt showed (same up to whitespace, comments, includes, helper order
    and local names: ``csource.normalize``), and the best correct candidate against eager and torch.compile.
+   Where the samples folder keeps the ``kforge sample`` output as ``kforge_sample_log.txt``, a second table
+   counts the same per request (the directive each sample was asked for).
 
 ``--add-seeds`` (on the CPU box, before step 2) writes each sampled problem's first seed beside its samples, as
 ``<language>/<problem>.seed/candidate_000.py``: step 2 then times the seed in the same ``kforge eval`` run as the
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +197,42 @@ def reshape(jsonl: Path | None, root: Path, out: Path, problems: Path = PROBLEMS
     return 0
 
 
+_ASKED = re.compile(r"^\[\d+/\d+\] (?:([\w@]+): )?.*?\b(candidate_\d+)\.(?:py|answer\.txt)\b")
+_WROTE = re.compile(r"^wrote \d+ of \d+ candidates to (\S+?);")
+
+
+def requests(log: Path) -> dict[str, str]:
+    """What each sample was asked, from the ``kforge sample`` lines kept in ``log`` (``kforge_sample_log.txt``:
+    ``[2/3] fast_math@lowered_rows: candidate_001.py (...)``, then ``wrote 3 of 3 candidates to DIR; ...``):
+    ``<language>/<folder>/candidate_NNN`` -> the directive (the function it was asked of left out; "whole" for a
+    kernel from nothing). A log of several ``kforge sample`` runs side by side keeps each run's lines together."""
+    asked: dict[str, str] = {}
+    pending: list[tuple[str, str]] = []
+    for line in log.read_text().splitlines():
+        if m := _ASKED.match(line):
+            pending.append((m.group(2), (m.group(1) or "whole").split("@")[0]))
+        elif m := _WROTE.match(line):
+            folder = "/".join(Path(m.group(1).rstrip("/")).parts[-2:])
+            asked.update({f"{folder}/{name}": key for name, key in pending})
+            pending = []
+    return asked
+
+
+def by_request(outcomes: dict[str, str], asked: dict[str, str]) -> str:
+    """The table of samples per request: answers, correct, correct and not a seed or the example. ``outcomes``:
+    ``<language>/<folder>/candidate_NNN`` -> "new", "copy" (correct, a seed's near-copy) or "failed"."""
+    rows: dict[str, list[int]] = {}
+    for cand, outcome in outcomes.items():
+        seed = cand.split("/")[1].endswith(".seed")  # written by --add-seeds, not asked of the model
+        row = rows.setdefault(asked.get(cand) or ("(the seed, --add-seeds)" if seed else "(not in the log)"), [0, 0, 0])
+        row[0] += 1
+        row[1] += outcome in ("new", "copy")
+        row[2] += outcome == "new"
+    out = ["| request | answers | correct | correct, not a seed or the example |", "|---|---|---|---|"]
+    out += [f"| {key} | {n} | {ok} | {new} |" for key, (n, ok, new) in sorted(rows.items(), key=lambda kv: -kv[1][0])]
+    return "\n".join(out)
+
+
 def report(jsonl: Path, root: Path = SAMPLES, problems: Path = PROBLEMS) -> str:
     verdicts: dict[str, dict] = {}  # candidate path below the samples folder -> verdict
     for line in jsonl.read_text().splitlines():
@@ -204,19 +243,26 @@ def report(jsonl: Path, root: Path = SAMPLES, problems: Path = PROBLEMS) -> str:
            "best vs torch.compile | what went wrong |",
            "|---|---|---|---|---|---|---|---|---|"]
     totals = [0, 0, 0, 0]
+    outcomes: dict[str, str] = {}  # <language>/<folder>/candidate_NNN -> new | copy | failed
     for lang, name, folder in folders(root):
         files = sorted(folder.glob("candidate_*.py"))
         answers = len(files) + len(list(folder.glob("candidate_*.answer.txt")))
+        outcomes.update({f"{lang}/{folder.name}/{f.name.split('.')[0]}": "failed"
+                         for f in folder.glob("candidate_*.answer.txt")})
         ok, different, best, best_c, wrong = 0, 0, None, None, []
         for f in files:
             v = verdicts.get("/".join(f.parts[-3:]))
+            key = f"{lang}/{folder.name}/{f.stem}"
+            outcomes[key] = "failed"
             if v is None:
                 wrong.append(f"{f.name}: no verdict (its problem's evaluation ran out of time)")
                 continue
             if v.get("status") == "ok" and not v.get("library_calls"):
                 ok += 1
+                outcomes[key] = "copy"
                 if _copy_of_seed(f, lang, name, problems) is not True:
                     different += 1
+                    outcomes[key] = "new"
                 s, c = v.get("speedup"), v.get("speedup_compile")
                 best = max(best or 0.0, s or 0.0)
                 best_c = max(best_c or 0.0, c or 0.0)
@@ -228,6 +274,9 @@ def report(jsonl: Path, root: Path = SAMPLES, problems: Path = PROBLEMS) -> str:
                    f"{f'{best:.2f}x' if best else '-'} | {f'{best_c:.2f}x' if best_c else '-'} | "
                    f"{'; '.join(wrong) or '-'} |")
     out.append(f"| all | | {totals[0]} | {totals[1]} | {totals[2]} | {totals[3]} | | | |")
+    log = root / "kforge_sample_log.txt"
+    if log.exists():  # the samples' requests, as ``kforge sample`` printed them
+        out += ["", f"By request ({log.name}):", "", by_request(outcomes, requests(log))]
     return "\n".join(out)
 
 

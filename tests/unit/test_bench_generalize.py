@@ -141,6 +141,33 @@ def test_a_cuda_sample_that_hands_back_the_lowered_seed_is_a_copy(tmp_path):
     assert g._copy_of_seed(sample, "cuda", "log_softmax", problems) is False
 
 
+
+def test_the_cuda_sample_table_counts_each_request_from_the_sample_log(tmp_path):
+    """``--report`` joins each sample to the request ``kforge sample`` printed for it (kept as
+    ``kforge_sample_log.txt``), two runs' lines side by side and an answer with no code included, so "vectorized
+    loads: 0 of 5 correct" comes from the script, not from reading two files by hand."""
+    spec = importlib.util.spec_from_file_location("gpu_samples_bench", BENCH / "gpu_samples.py")
+    g = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(g)
+    log = tmp_path / "kforge_sample_log.txt"
+    log.write_text("== dev/a edit 04:31:18\n"
+                   "[1/3] launch_shape: candidate_000.py (79 tokens, 67.5s; a seed handed back unchanged)\n"
+                   "[2/3] fast_math@lowered_rows: candidate_001.py (412 tokens, 57.4s)\n"
+                   "[3/3] vectorized_loads@lowered_rows: no usable code (no kernel); answer kept in "
+                   "candidate_002.answer.txt (300 tokens, 30.0s)\n"
+                   "wrote 2 of 3 candidates to /tmp/x/cuda/a.edit; evaluate them with `kforge eval a.py /tmp/x/`\n"
+                   "[1/1] vectorized_loads@lowered_pool: candidate_000.py (225 tokens, 64.4s)\n"
+                   "wrote 1 of 1 candidates to /tmp/x/cuda/b.edit/; evaluate them with `kforge eval b.py /tmp/x/`\n")
+    asked = g.requests(log)
+    assert asked == {"cuda/a.edit/candidate_000": "launch_shape", "cuda/a.edit/candidate_001": "fast_math",
+                     "cuda/a.edit/candidate_002": "vectorized_loads", "cuda/b.edit/candidate_000": "vectorized_loads"}
+    outcomes = {"cuda/a.edit/candidate_000": "copy", "cuda/a.edit/candidate_001": "new",
+                "cuda/a.edit/candidate_002": "failed", "cuda/b.edit/candidate_000": "failed",
+                "cuda/a.seed/candidate_000": "copy"}
+    table = g.by_request(outcomes, asked)
+    assert "| vectorized_loads | 2 | 0 | 0 |" in table and "| launch_shape | 1 | 1 | 0 |" in table
+    assert "| fast_math | 1 | 1 | 1 |" in table and "| (the seed, --add-seeds) | 1 | 1 | 0 |" in table
+
 @pytest.mark.slow
 def test_recorded_kernels_judged_again_count_the_ones_that_fail_now(tmp_path):
     """``--report --rejudge``: a recorded dev max pooling search's correct kernels judged again by today's
