@@ -272,6 +272,7 @@ def check(halves: list[str]) -> int:
     """No model: for every problem, the exemplar its prompts show, what differs, and its seeds verified."""
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.applicability import applicable
     from kforge_desktop.search.differences import differences
     from kforge_desktop.search.exemplars import best_exemplar
     from kforge_desktop.search.scaffold import build_scaffold
@@ -292,7 +293,9 @@ def check(halves: list[str]) -> int:
                 for directive, code, _note in seeds:
                     v = evaluator.evaluate(problem, scaffold.module_source(code))
                     bad += v.status != "ok"
-                    print(f"    seed {directive.removeprefix('exemplar:')}: {v.summary()}", flush=True)
+                    # which requests of a kind some seeds have and others not it can be asked (names only)
+                    form = "; its max-and-sum can be asked in blocks" if applicable("online_blocks", code) else ""
+                    print(f"    seed {directive.removeprefix('exemplar:')}: {v.summary()}{form}", flush=True)
     return 1 if bad else 0
 
 
