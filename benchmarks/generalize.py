@@ -293,7 +293,7 @@ def check(halves: list[str]) -> int:
                 for directive, code, _note in seeds:
                     v = evaluator.evaluate(problem, scaffold.module_source(code))
                     bad += v.status != "ok"
-                    # which requests of a kind some seeds have and others not it can be asked (names only)
+                    # whether the blocked max-and-sum request reaches this seed (its name only, not its code)
                     form = "; its max-and-sum can be asked in blocks" if applicable("online_blocks", code) else ""
                     print(f"    seed {directive.removeprefix('exemplar:')}: {v.summary()}{form}", flush=True)
     return 1 if bad else 0

@@ -23,7 +23,6 @@ counted as a search counts them: correct, and of those the ones that are neither
 from __future__ import annotations
 
 import argparse
-import random
 import re
 import sys
 from pathlib import Path
@@ -39,16 +38,11 @@ CALLS = re.compile(r"^\s*const float v_amax = row_max\([^;]*;\n\s*const float v_
 
 def fused(kernel: str, block: int) -> str:
     """The seed with the request's pattern for ``block`` values at a time in place of its two calls."""
-    from kforge_desktop.search import directives
-    from kforge_desktop.search.planner import edit_expansion, kernel_functions
+    from kforge_desktop.search.directives import blocked_online_text
+    from kforge_desktop.search.planner import kernel_functions
 
-    saved, directives.ONLINE_BLOCK = directives.ONLINE_BLOCK, block
-    try:
-        exp = edit_expansion(1, kernel_functions(kernel, "cpp"), directives.directive_by_key("cpp", "online_blocks"),
-                             "cpp", random.Random(0), {})
-    finally:
-        directives.ONLINE_BLOCK = saved
-    pattern = re.search(r"```cpp\n(.*?)```", exp.directive_text, re.S)
+    text = blocked_online_text("\n".join(f for _, f in kernel_functions(kernel, "cpp")), block=block)
+    pattern = re.search(r"```cpp\n(.*?)```", text or "", re.S)
     if not pattern or not CALLS.search(kernel):
         raise SystemExit("the seed's request shows no blocked pattern, or the seed has no row_max/row_sum calls")
     return CALLS.sub(lambda _m: pattern.group(1), kernel, count=1)

@@ -16,7 +16,7 @@ _SIMD_REDUCTION = re.compile(r"^(\s*)#pragma\s+omp\s+simd\b[^\n]*\breduction\s*\
 SCAN_NOTE = "// no simd reduction here: each step stores the running value, which a SIMD reduction splits into lanes"
 
 
-def _loop_body(text: str, start: int) -> str:
+def loop_body(text: str, start: int) -> str:
     """The ``for`` loop that begins at or after ``start``: its header and body (braced or one statement)."""
     m = re.compile(r"\s*for\s*\(").match(text, start)
     if not m:
@@ -42,7 +42,7 @@ def _loop_body(text: str, start: int) -> str:
 
 def holds_no_loop(code: str, start: int) -> bool:
     """Whether the ``for`` loop at ``start`` of ``code`` holds no other loop."""
-    return len(re.findall(r"\bfor\s*\(", _loop_body(code, start))) == 1
+    return len(re.findall(r"\bfor\s*\(", loop_body(code, start))) == 1
 
 
 def innermost_loops(code: str) -> int:
@@ -75,7 +75,7 @@ def drop_scan_reductions(code: str) -> tuple[str, int]:
     dropped = 0
     out, pos = [], 0
     for m in _SIMD_REDUCTION.finditer(code):
-        body = _loop_body(code, m.end())
+        body = loop_body(code, m.end())
         variables = [v.strip() for v in m.group(2).split(",") if v.strip()]
         if body and any(_stores_running_value(body, v) for v in variables):
             out.append(code[pos:m.start()] + m.group(1) + SCAN_NOTE)
@@ -127,7 +127,7 @@ def drop_assigned_array_reductions(code: str) -> tuple[str, int]:
     Returns the code and how many array items were dropped."""
     dropped, out, pos = 0, [], 0
     for line in _PRAGMA_LINE.finditer(code):
-        body = _loop_body(code, line.end())
+        body = loop_body(code, line.end())
         new, names = _without_assigned_arrays(line.group(0), body) if body else (line.group(0), [])
         if names:
             indent = re.match(r"[ \t]*", new).group(0)
@@ -170,7 +170,7 @@ def loop_block_rows(code: str) -> tuple[str, int]:
         if m.start() < pos:
             continue
         r0, bound, step = m.groups()
-        loop = _loop_body(code, m.start())  # from `for` to its closing brace
+        loop = loop_body(code, m.start())  # from `for` to its closing brace
         k = m.start() + len(loop)
         body = code[m.end():k - 1]
         end = _block_end(body, r0, bound, step)
@@ -226,7 +226,7 @@ def fill_elided_rows(code: str, parent: str) -> tuple[str, int]:
         head = re.search(rf"for\s*\(\s*(?:int64_t|int|long|size_t)\s+{var}\s*=\s*0\s*;[^;]*;[^)]*\)\s*\{{", parent)
         if head is None:
             continue
-        loop = _loop_body(parent, head.start())
+        loop = loop_body(parent, head.start())
         body = loop[loop.index("{", head.end() - head.start() - 1) + 1:loop.rindex("}")].strip("\n")
         if not body.strip() or _ELIDED.search(body):
             continue

@@ -11,7 +11,7 @@ import re
 from ..csource.autofix import DOUBLE_LITERAL
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, split_items
-from ..csource.mends import holds_no_loop, innermost_loops
+from ..csource.mends import holds_no_loop, innermost_loops, loop_body
 from .indexing import POOL_OPS
 
 _STEPPED_LOOP = re.compile(r"for\s*\([^;]*;[^;]*;\s*\w+\s*\+=\s*(?:[2-9]|\d\d+)\s*\)")
@@ -64,17 +64,8 @@ def _one_loop(function: str) -> tuple[str, list[str]] | None:
         return None
     head = heads[0]
     var, bound = head.group(1), head.group(2)
-    body = code[head.end():].strip()
-    if body.startswith("{"):
-        depth, end = 0, 0
-        for i, ch in enumerate(body):
-            depth += {"{": 1, "}": -1}.get(ch, 0)
-            if depth == 0:
-                end = i
-                break
-        body = body[1:end]
-    else:
-        body = body[:body.find(";") + 1]
+    body = loop_body(code, head.start())[head.end() - head.start():].strip()  # braced, or one statement
+    body = body[1:-1] if body.startswith("{") else body
     if "{" in body or _STORE.search(body) or (var != "c" and re.search(r"\bc\b", body)):
         return None
     return bound, [re.sub(rf"\b{var}\b", "c", st.strip()) + ";" for st in body.split(";") if st.strip()]

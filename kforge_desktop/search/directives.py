@@ -232,13 +232,11 @@ def simd_text(function: str) -> str:
             "and keep writing every output value it writes now.")
 
 
-
-
-def blocked_online_text(kernel: str, target: str = ENTRY) -> str | None:
+def blocked_online_text(kernel: str, target: str = ENTRY, block: int = ONLINE_BLOCK) -> str | None:
     """The request for a kernel whose row maximum and sum of exponentials are each a helper's one loop
     (``applicability.online_parts``): both in one pass over the row, ``ONLINE_BLOCK`` values at a time, each
     block's maximum and its sum in SIMD loops (the helpers' own loop bodies), the sum so far rescaled once a block
-    when the maximum grows. Asked instead for "an online max-and-sum" written out per value (a running maximum and
+    when the maximum grows (``block``: values a block, ONLINE_BLOCK unless measuring another). Asked instead for "an online max-and-sum" written out per value (a running maximum and
     sum, the sum rescaled at every value: two exps per value and no SIMD), the default model made 2 correct edits
     of 11, one 0.26x the seed (dev log_softmax and smoothed_cross_entropy; docs/benchmarks.md, forty-first
     measurement). None for a kernel of another form."""
@@ -246,7 +244,7 @@ def blocked_online_text(kernel: str, target: str = ENTRY) -> str | None:
     if parts is None:
         return None
     m, s, bound, max_body, sum_body, exp = parts
-    b = ONLINE_BLOCK
+    b = block
 
     def loop(body: list[str]) -> list[str]:
         if len(body) == 1:
@@ -274,6 +272,7 @@ def blocked_online_text(kernel: str, target: str = ENTRY) -> str | None:
             "block's exponentials at that maximum (a SIMD sum). Keep every other statistic and the loop that writes "
             "the output as they are, with the same names and formulas.\nThe pattern (use the names of the code "
             f"above):\n```cpp\n{pattern}\n```")
+
 
 def single_pass_text(kernel: str, target: str = ENTRY) -> str:
     """The single-pass directive for a kernel whose function ``target`` is rewritten, naming the statistics the
