@@ -293,8 +293,9 @@ def check(halves: list[str]) -> int:
                 for directive, code, _note in seeds:
                     v = evaluator.evaluate(problem, scaffold.module_source(code))
                     bad += v.status != "ok"
-                    # whether the blocked max-and-sum request reaches this seed (its name only, not its code)
-                    form = "; its max-and-sum can be asked in blocks" if applicable("online_blocks", code) else ""
+                    # whether the reference-maximum request reaches this seed (its name only, not its code)
+                    fused = applicable("reference_max", code)
+                    form = "; its maximum can be fused into its sum of exponentials" if fused else ""
                     print(f"    seed {directive.removeprefix('exemplar:')}: {v.summary()}{form}", flush=True)
     return 1 if bad else 0
 

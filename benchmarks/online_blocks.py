@@ -1,23 +1,26 @@
-"""What the single-pass request's blocked online max-and-sum gains where it is asked, and the block size it uses.
+"""What the request that fuses a row's maximum into its sum of exponentials gains where it is asked.
 
-The single-pass request of a kernel whose row maximum and sum of exponentials are each a helper's one loop shows
-a pattern (``directives.blocked_online_text``): both in one pass over the row, ``ONLINE_BLOCK`` values at a time.
-This script puts that pattern, for each block size, in place of the seed's two calls (as the unit test
-``test_the_blocked_online_pattern_computes_what_the_lowered_seed_computes`` does, which checks the values), checks
-the output against the reference, and times it interleaved with the seed, eager and the exp floor
-(``headroom.py --exp-floor``: one exp per input value and nothing else) in one process. The problems are the dev
-half's (the test half is not read for tuning). Run on a quiet machine.
+A kernel whose row maximum and sum of exponentials are each a helper's one loop, called one after the other
+(``applicability.reference_parts``), is asked for ``reference_max`` (``directives.reference_max_text``): the exps taken
+at the maximum of the row's first values, the row's maximum in the same SIMD loop, the sum taken again only where that
+maximum lies far above. Before it, such kernels were asked for ``online_blocks``: both in one pass, a block of values
+at a time (each block's maximum, the sum so far rescaled as it grew, then the block's exps); its pattern is rebuilt
+here (``blocked``) for the comparison. This script puts each pattern in place of the seed's two calls (as the unit
+test ``test_the_reference_maximum_pattern_computes_what_the_seed_computes`` does, which checks the values), checks the
+output against the reference, and times them interleaved with the seed, eager and the exp floor (``headroom.py
+--exp-floor``: one exp per input value and nothing else) in one process. The problems are the dev half's (the test
+half is not read for tuning). Run on a quiet machine.
 
-    python benchmarks/online_blocks.py                       # dev log_softmax and smoothed_cross_entropy
-    python benchmarks/online_blocks.py --blocks 64 256 --runs 500
+    python benchmarks/online_blocks.py                       # dev log_softmax, smoothed_cross_entropy, the softmaxes
+    python benchmarks/online_blocks.py --blocks 256 512 --runs 500
 
 ``--samples DIR`` judges the model's answers instead: ``DIR/<problem>/candidate_*.py`` as ``kforge sample
-benchmarks/problems_generalize/dev/<problem>.py --kind edit --directive online_blocks --n 6 --seed 0 --out
+benchmarks/problems_generalize/dev/<problem>.py --kind edit --directive reference_max --n 6 --seed 0 --out
 DIR/<problem>`` writes them (with an empty ``KFORGE_MEMORY_DIR``), each built and verified by the evaluator, and
 counted as a search counts them: correct, and of those the ones that are neither the seed nor an earlier answer
 (``csource.normalize``).
 
-    python benchmarks/online_blocks.py --samples benchmarks/results/online_blocks/samples_online_blocks
+    python benchmarks/online_blocks.py --samples benchmarks/results/reference_max/samples_reference_max
 """
 
 from __future__ import annotations
@@ -33,19 +36,46 @@ sys.path.insert(0, str(HERE))
 
 from headroom import _load, exp_floor_kernel, machine_line, setup  # noqa: E402
 
-CALLS = re.compile(r"^\s*const float v_amax = row_max\([^;]*;\n\s*const float v_sum_1 = row_sum\([^;]*;\n", re.M)
+
+def blocked(kernel: str, block: int) -> str:
+    """The seed with the blocked online max-and-sum (the request ``reference_max`` replaced), ``block`` values at a
+    time, in place of its two calls."""
+    from kforge_desktop.search.applicability import reference_parts
+
+    p = reference_parts(kernel)
+    if p is None:
+        raise SystemExit("the seed has no row maximum and sum of exponentials in two helpers")
+    m, s = p.m, p.s
+
+    def loop(body: list[str]) -> list[str]:
+        return ["    for (int64_t c = c0; c < c1; ++c) {", *(f"        {st}" for st in body), "    }"]
+    pattern = "\n".join([
+        f"float {m} = -INFINITY, {s} = 0.0f;",
+        f"for (int64_t c0 = 0; c0 < {p.bound}; c0 += {block}) {{",
+        f"    const int64_t c1 = c0 + {block} < {p.bound} ? c0 + {block} : {p.bound};",
+        "    float bm = -INFINITY;",
+        "    #pragma omp simd reduction(max : bm)",
+        *loop(p.max_body),
+        f"    if (bm > {m}) {{ {s} *= {p.exp}({m} - bm); {m} = bm; }}",
+        "    float bs = 0.0f;",
+        "    #pragma omp simd reduction(+ : bs)",
+        *loop([re.sub(rf"^{s}\s*\+=", "bs +=", st) for st in p.sum_body]),
+        f"    {s} += bs;",
+        "}", ""])
+    return kernel.replace(p.calls, pattern, 1)
 
 
-def fused(kernel: str, block: int) -> str:
-    """The seed with the request's pattern for ``block`` values at a time in place of its two calls."""
-    from kforge_desktop.search.directives import blocked_online_text
+def reference(kernel: str) -> str:
+    """The seed with the reference-maximum request's pattern in place of its two calls."""
+    from kforge_desktop.search.applicability import reference_parts
+    from kforge_desktop.search.directives import reference_max_text
     from kforge_desktop.search.planner import kernel_functions
 
-    text = blocked_online_text("\n".join(f for _, f in kernel_functions(kernel, "cpp")), block=block)
+    text = reference_max_text("\n".join(f for _, f in kernel_functions(kernel, "cpp")))
     pattern = re.search(r"```cpp\n(.*?)```", text or "", re.S)
-    if not pattern or not CALLS.search(kernel):
-        raise SystemExit("the seed's request shows no blocked pattern, or the seed has no row_max/row_sum calls")
-    return CALLS.sub(lambda _m: pattern.group(1), kernel, count=1)
+    if not pattern:
+        raise SystemExit("the seed's request shows no pattern")
+    return kernel.replace(reference_parts(kernel).calls, pattern.group(1), 1)
 
 
 def measure(name: str, blocks: list[int], runs: int) -> str:
@@ -63,12 +93,14 @@ def measure(name: str, blocks: list[int], runs: int) -> str:
     contenders = {"eager": lambda: s.ref_model(*s.inputs)}
     seed_model = _load(s.scaffold, seed, f"online_{tag}_seed", s.ref_model, s.init_inputs)
     contenders["seed"] = lambda: seed_model(*s.inputs)
-    for b in blocks:
-        model = _load(s.scaffold, fused(seed, b), f"online_{tag}_{b}", s.ref_model, s.init_inputs)
+    kernels = {f"blocks of {b}": blocked(seed, b) for b in blocks} | {"reference maximum": reference(seed)}
+    for label, kernel in kernels.items():
+        short = re.sub(r"\W", "_", label)
+        model = _load(s.scaffold, kernel, f"online_{tag}_{short}", s.ref_model, s.init_inputs)
         check = compare(model(*s.inputs), expected, tol)
         if not check.ok:
-            raise SystemExit(f"{name}: blocks of {b} are not correct: {check.reason}")
-        contenders[f"blocks of {b}"] = lambda m=model: m(*s.inputs)
+            raise SystemExit(f"{name}: {label} is not correct: {check.reason}")
+        contenders[label] = lambda m=model: m(*s.inputs)
     floor = _load(s.scaffold, exp_floor_kernel(s.scaffold, function_text(seed, "fast_exp_neg")), f"online_{tag}_ef",
                   s.ref_model, s.init_inputs)
     contenders["exp floor"] = lambda: floor(*s.inputs)
@@ -117,8 +149,9 @@ def judge(folder: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problems", nargs="+", default=["dev/log_softmax", "dev/smoothed_cross_entropy"])
-    ap.add_argument("--blocks", nargs="+", type=int, default=[64, 128, 256, 512])
+    ap.add_argument("--problems", nargs="+", default=["dev/log_softmax", "dev/smoothed_cross_entropy",
+                                                      "dev/padding_masked_softmax", "dev/causal_scaled_softmax"])
+    ap.add_argument("--blocks", nargs="+", type=int, default=[512])
     ap.add_argument("--runs", type=int, default=300, help="interleaved rounds per problem")
     ap.add_argument("--samples", type=Path, default=None, help="judge the sampled answers in this folder instead")
     args = ap.parse_args(argv)

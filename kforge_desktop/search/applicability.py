@@ -7,6 +7,7 @@ the record that made it one. ``directives.py`` chooses among the directives that
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from ..csource.autofix import DOUBLE_LITERAL
 from ..csource.comments import strip_cpp_comments
@@ -54,10 +55,10 @@ _PLAIN_LOOP = re.compile(r"\bfor\s*\(\s*(?:int64_t|int|long|size_t)\s+(\w+)\s*=\
                          r"\s*(?:\+\+\s*\1|\1\s*\+\+|\1\s*\+=\s*1)\s*\)")
 
 
-def _one_loop(function: str) -> tuple[str, list[str]] | None:
+def _one_loop(function: str, stores: bool = False) -> tuple[str, list[str]] | None:
     """(bound, body statements) of a function's one loop from 0 (``for (int64_t c = 0; c < cols; ++c)``), its
     variable renamed ``c`` in the statements; None for a function of no loop or several, a loop of nested blocks,
-    or one that stores into an array (a row written as it is read is not a statistic alone)."""
+    or, unless ``stores``, one that stores into an array (a row written as it is read is not a statistic alone)."""
     code = strip_cpp_comments(function)
     heads = list(_PLAIN_LOOP.finditer(code))
     if len(heads) != 1 or len(re.findall(r"\bfor\s*\(", code)) != 1:
@@ -66,37 +67,95 @@ def _one_loop(function: str) -> tuple[str, list[str]] | None:
     var, bound = head.group(1), head.group(2)
     body = loop_body(code, head.start())[head.end() - head.start():].strip()  # braced, or one statement
     body = body[1:-1] if body.startswith("{") else body
-    if "{" in body or _STORE.search(body) or (var != "c" and re.search(r"\bc\b", body)):
+    if "{" in body or (_STORE.search(body) and not stores) or (var != "c" and re.search(r"\bc\b", body)):
         return None
     return bound, [re.sub(rf"\b{var}\b", "c", st.strip()) + ";" for st in body.split(";") if st.strip()]
 
 
-def online_parts(kernel: str) -> tuple[str, str, str, list[str], list[str], str] | None:
-    """(maximum, sum, row length, the maximum's loop body, the sum's loop body, the exp to rescale with) of a
-    kernel whose row maximum is one helper's one loop and whose sum of exponentials of values less that maximum
-    is another's, neither storing anything: the form of the lowered softmax-family seeds whose output is not the
-    exps themselves (a log-softmax, a cross-entropy). None for any other kernel."""
-    functions = [it.text for it in split_items(kernel) if it.kind == "function"]
+def _split_args(text: str) -> list[str]:
+    """A call's or a signature's comma-separated parts (commas inside parentheses or brackets kept)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur.strip()] if cur.strip() else parts
+
+
+def _renamed(statement: str, names: dict[str, str]) -> str:
+    """``statement`` with each whole word of ``names`` replaced at once (a parameter by its call's argument)."""
+    if not names:
+        return statement
+    return re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: names[m.group(1)], statement)
+
+
+class ReferenceParts(NamedTuple):
+    """A kernel's row maximum and sum of exponentials, each one helper's one loop, called one after the other
+    by the entry point (``reference_parts``), in the entry point's names."""
+
+    m: str  # the entry point's maximum (``const float m = row_max(...)``)
+    s: str  # its sum (``const float s = exp_row(..., m, ...)``)
+    bound: str  # the row length the two loops run to, as the entry point passes it
+    max_body: list[str]  # the maximum's loop body, its accumulator ``bm``
+    sum_body: list[str]  # the sum's loop body, ``s += ...`` (the stores of a row of exps included)
+    exp: str  # the exp the kernel calls
+    calls: str  # the entry point's two lines that call the helpers
+
+
+_CALL_LINE = r"^[ \t]*(?:const\s+)?(?:float|auto)\s+(\w+)\s*=\s*{name}\s*\(([^;]*)\)\s*;[ \t]*\n"
+
+
+def reference_parts(kernel: str) -> ReferenceParts | None:
+    """The row maximum and the sum of exponentials at it of a kernel that computes each in one helper's one loop,
+    the entry point calling the two one after the other (``const float m = row_max(...);`` then ``const float s
+    = row_sum(..., m, ...);``): the lowered softmax-family seeds (log-softmax, cross-entropy, softmax), and the
+    row-softmax exemplars, whose sum loop also stores the exps into the output row. The loop bodies come in the
+    entry point's names (each helper parameter replaced by what the call passes). None for any other kernel."""
+    items = [it for it in split_items(kernel) if it.kind == "function"]
+    entry = next((strip_cpp_comments(it.text) for it in items if it.name == ENTRY), "")
     code = strip_cpp_comments(kernel)
     exp = next((f for f in ("fast_exp_neg", "fast_exp") if re.search(rf"\b{f}\s*\(", code)), "std::exp")
-    for s_fn in functions:
+    helpers = {it.name: strip_cpp_comments(it.text) for it in items if it.name != ENTRY}
+    for s_name, s_fn in helpers.items():
         sums, _ = accumulators(s_fn)
-        s_loop = _one_loop(s_fn) if len(sums) == 1 else None
+        s_loop = _one_loop(s_fn, stores=True) if len(sums) == 1 else None
         if not s_loop or not _EXP_CALL.search(" ".join(s_loop[1])):
             continue
-        s = sums[0]
-        if len([st for st in s_loop[1] if re.match(rf"{s}\s*\+=", st)]) != 1:
+        if len([st for st in s_loop[1] if re.match(rf"{sums[0]}\s*\+=", st)]) != 1:
             continue
-        for m_fn in functions:
+        for m_name, m_fn in helpers.items():
             _, maxes = accumulators(m_fn)
-            m_loop = _one_loop(m_fn) if len(maxes) == 1 and m_fn != s_fn else None
-            if not m_loop or m_loop[0] != s_loop[0]:
+            m_loop = _one_loop(m_fn) if len(maxes) == 1 and m_name != s_name else None
+            if not m_loop or len([st for st in m_loop[1] if re.match(rf"{maxes[0]}\s*=", st)]) != 1:
                 continue
-            m = maxes[0]
-            takes = [st for st in m_loop[1] if re.match(rf"{m}\s*=", st)]
-            if len(takes) == 1 and re.search(rf"\b{m}\b", " ".join(s_loop[1])):
-                return m, s, m_loop[0], m_loop[1], s_loop[1], exp
+            pair = re.search(_CALL_LINE.format(name=m_name) + _CALL_LINE.format(name=s_name), entry, re.M)
+            if not pair:
+                continue
+            m, m_args, s, s_args = pair.groups()
+            m_names, s_names = _arguments(m_fn, m_args), _arguments(s_fn, s_args)
+            if m_names is None or s_names is None or m not in _split_args(s_args):  # the sum is taken at the maximum
+                continue
+            m_bound, s_bound = m_names.get(m_loop[0], m_loop[0]), s_names.get(s_loop[0], s_loop[0])
+            if m_bound != s_bound:
+                continue
+            max_body = [_renamed(st, {**m_names, maxes[0]: "bm"}) for st in m_loop[1]]
+            sum_body = [re.sub(rf"^{sums[0]}\s*\+=", f"{s} +=", _renamed(st, s_names)) for st in s_loop[1]]
+            return ReferenceParts(m, s, m_bound, max_body, sum_body, exp, pair.group(0))
     return None
+
+
+def _arguments(function: str, args: str) -> dict[str, str] | None:
+    """Each parameter of ``function`` mapped to what ``args`` (a call's) passes for it, a name or a parenthesized
+    expression; None when the counts differ."""
+    head = re.match(r"[^(]*\(([^)]*)\)", function.strip())
+    params = [re.findall(r"\w+", p)[-1] for p in _split_args(head.group(1))] if head else []
+    passed = _split_args(args)
+    if len(params) != len(passed) or not all(params):
+        return None
+    return {p: a if re.fullmatch(r"\w+", a) else f"({a})" for p, a in zip(params, passed) if p != a}
 
 
 def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
@@ -124,8 +183,8 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         functions = [it for it in split_items(kernel) if it.kind == "function"]
         helpers = [it for it in functions if it.name != ENTRY]  # the scaffold's entry point
         return any(unrollable(it.text) for it in (helpers or functions))
-    if key == "online_blocks":  # a row maximum and a sum of exponentials, each a helper's loop (``online_parts``)
-        return online_parts(kernel) is not None
+    if key == "reference_max":  # a row maximum and a sum of exponentials, each a helper's loop (``reference_parts``)
+        return reference_parts(kernel) is not None
     if key == "single_pass":  # passes to fuse: a statistic accumulated over a row, and the loops to fuse. A pooling
         # has none: its sums and maxima are each output's own window. Asked, the default model dropped the loop over
         # the outputs ("wrote 1 of the 512 values of each row"): 0 of 5 dev edits correct (max_pool_overlap,
@@ -134,7 +193,7 @@ def applicable(key: str, kernel: str, aten_ops: tuple[str, ...] = ()) -> bool:
         code = re.sub(r"\bfor\s*\([^;]*;[^;]*;[^)]*\)", "for ()", strip_cpp_comments(kernel))  # no loop steps
         accumulates = re.search(r"\b\w+\s*\+=|\b(\w+)\s*=\s*(std::)?(max|fmaxf?)\s*\(\s*\1\b", code)
         return (bool(accumulates) and _loops(kernel) >= 3 and innermost_loops(kernel) >= 2
-                and not _pooling(aten_ops) and online_parts(kernel) is None)  # the max-and-sum: online_blocks
+                and not _pooling(aten_ops) and reference_parts(kernel) is None)  # the max-and-sum: reference_max
     if key == "cache_blocking":  # blocks of rows; a channels-layout kernel has groups, not rows
         # and data to reuse: a kernel that reads each value once (an elementwise chain) gains nothing from
         # blocks, and asked for them the default model dropped the loop over the columns (dev: quick_gelu,

@@ -13,23 +13,22 @@ from dataclasses import dataclass
 
 from ..csource.comments import strip_cpp_comments
 from ..csource.items import ENTRY, function_text
-from .applicability import accumulators, applicable, entry_divisions, online_parts
+from .applicability import accumulators, applicable, entry_divisions, reference_parts
 
 # how the unrolled pattern ends: in a function that returns its sum, by returning the four (the default
 # model otherwise spent "the total" on a new pass over the row and returned nothing)
 SUM_END = "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum was"
 SUM_RETURN = "return (s0 + s1) + (s2 + s3);"
 
-# the blocked online max-and-sum with its pattern (``blocked_online_text``), asked 6 times each of the dev half's lowered
-# log_softmax, smoothed_cross_entropy and padding_masked_softmax (``kforge sample ... --directive online_blocks --seed
-# 0``): 7 correct edits of 17 (a log-softmax answer handed the seed back), judged by ``benchmarks/online_blocks.py
-# --samples``; single_pass's per-value online request, 6 each of the first two: 2 of 11, one 0.26x its seed
-ONLINE_PRIOR = 0.41
-# how many values of a row the blocked online max-and-sum reads at a time: the pattern put in place of the seed's two
-# calls, dev/smoothed_cross_entropy (640 columns) ran 1.06-1.18x its seed with blocks of 512, 1.02-1.15x with 256,
-# 0.88-0.93x with 64 (five quiet runs); a log-softmax, whose output pass stays, 0.91-0.94x and 0.89-0.95x (three)
-# (benchmarks/online_blocks.py). The samples that set ONLINE_PRIOR were asked with blocks of 256
-ONLINE_BLOCK = 512
+# the reference-maximum request with its pattern (``reference_max_text``), asked 6 times each of the dev half's lowered
+# log_softmax and smoothed_cross_entropy (``kforge sample ... --directive reference_max --seed 0``): 5 correct edits of
+# 12, judged by ``benchmarks/online_blocks.py --samples``. 4 of the 7 others declared the row's maximum and the sum on
+# one line as the pattern did and dropped the sum or made both const; the pattern declares them on two lines since
+REFERENCE_PRIOR = 0.42
+# the values of a row whose maximum is the reference, and how far above it a row's maximum may lie before its sum
+# is taken again at that maximum (exp(64) times a row's length stays far inside a float)
+REFERENCE_FIRST = 64
+REFERENCE_SLACK = 64
 
 
 @dataclass(frozen=True)
@@ -145,9 +144,10 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
         Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
                   "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
                   "in the next.", prior=0.27),
-        Directive("online_blocks", "Fuse the row's maximum and its sum of exponentials into one pass over the row, "
-                  "a block of values at a time: each block's maximum, the sum so far rescaled when the maximum "
-                  "grows, then the block's exponentials (SIMD loops).", prior=ONLINE_PRIOR),
+        Directive("reference_max", "Fuse the row's maximum into the loop that sums its exponentials: take the "
+                  "exponentials at a reference (the largest of the row's first values) while the same SIMD loop "
+                  "takes the row's maximum; sum again at that maximum only when it lies far above the reference.",
+                  prior=REFERENCE_PRIOR),
         Directive("hoist_invariants", "Hoist loop invariants: row pointers, constants, and a reciprocal of a "
                   "divisor that does not change inside the loop (one scalar before it, `const float inv = 1.0f / "
                   "d;`, then multiply by `inv`), outside the inner loops. No arrays of precomputed values, no "
@@ -232,46 +232,48 @@ def simd_text(function: str) -> str:
             "and keep writing every output value it writes now.")
 
 
-def blocked_online_text(kernel: str, target: str = ENTRY, block: int = ONLINE_BLOCK) -> str | None:
+def reference_max_text(kernel: str, target: str = ENTRY) -> str | None:
     """The request for a kernel whose row maximum and sum of exponentials are each a helper's one loop
-    (``applicability.online_parts``): both in one pass over the row, ``ONLINE_BLOCK`` values at a time, each
-    block's maximum and its sum in SIMD loops (the helpers' own loop bodies), the sum so far rescaled once a block
-    when the maximum grows (``block``: values a block, ONLINE_BLOCK unless measuring another). Asked instead for "an online max-and-sum" written out per value (a running maximum and
-    sum, the sum rescaled at every value: two exps per value and no SIMD), the default model made 2 correct edits
-    of 11, one 0.26x the seed (dev log_softmax and smoothed_cross_entropy; docs/benchmarks.md, forty-first
-    measurement). None for a kernel of another form."""
-    parts = online_parts(kernel)
-    if parts is None:
-        return None
-    m, s, bound, max_body, sum_body, exp = parts
-    b = block
+    (``applicability.reference_parts``): the maximum of the row's first ``REFERENCE_FIRST`` values is the reference
+    the exps are taken at, and one SIMD loop takes every exp and the row's maximum; only a row whose maximum lies
+    more than ``REFERENCE_SLACK`` above the reference (its exps could overflow) is summed again at it. A softmax, a
+    log-softmax or a cross-entropy is the same at any reference, so the pass that only took the maximum is gone.
 
-    def loop(body: list[str]) -> list[str]:
-        if len(body) == 1:
-            return [f"    for (int64_t c = c0; c < c1; ++c) {body[0]}"]
-        return ["    for (int64_t c = c0; c < c1; ++c) {", *(f"        {st}" for st in body), "    }"]
+    It replaced a blocked online max-and-sum (the block's maximum, the sum so far rescaled as it grew, then the
+    block's exps): put in place of the dev seeds' two calls, that ran 0.95x the log-softmax seed and 1.07x the
+    smoothed cross-entropy's, this 1.09x and 1.20x (docs/benchmarks.md, forty-second measurement). None for a
+    kernel of another form."""
+    parts = reference_parts(kernel)
+    if parts is None or re.search(r"\b(?:bm|c1)\b", strip_cpp_comments(kernel)):
+        return None
+    m, s, bound = parts.m, parts.s, parts.bound
+    fused = list(dict.fromkeys(parts.max_body + parts.sum_body))  # a statement both loops have (a masked value), once
+
+    def loop(end: str, body: list[str], indent: str = "") -> list[str]:
+        return [f"{indent}for (int64_t c = 0; c < {end}; ++c) {{", *(f"{indent}    {st}" for st in body), f"{indent}}}"]
+    first = [re.sub(r"\bbm\b", m, st) for st in parts.max_body]
     pattern = "\n".join([
-        f"float {m} = -INFINITY, {s} = 0.0f;",
-        f"for (int64_t c0 = 0; c0 < {bound}; c0 += {b}) {{  // the row, {b} values at a time",
-        f"    const int64_t c1 = c0 + {b} < {bound} ? c0 + {b} : {bound};",
-        "    float bm = -INFINITY;  // this block's maximum",
-        "    #pragma omp simd reduction(max : bm)",
-        *loop([re.sub(rf"\b{m}\b", "bm", st) for st in max_body]),
-        f"    if (bm > {m}) {{  // a larger maximum: the sum so far rescaled to it",
-        f"        {s} *= {exp}({m} - bm);",
-        f"        {m} = bm;",
-        "    }",
-        "    float bs = 0.0f;  // this block's exponentials, at the maximum so far",
-        "    #pragma omp simd reduction(+ : bs)",
-        *loop([re.sub(rf"^{s}\s*\+=", "bs +=", st) for st in sum_body]),
-        f"    {s} += bs;",
+        f"float {m} = -INFINITY;  // the reference: the largest of the row's first {REFERENCE_FIRST} values",
+        f"const int64_t c1 = {REFERENCE_FIRST} < {bound} ? {REFERENCE_FIRST} : {bound};",
+        f"#pragma omp simd reduction(max : {m})",
+        *loop("c1", first),
+        "float bm = -INFINITY;  // the row's maximum",
+        f"float {s} = 0.0f;  // the sum of exponentials at the reference",
+        f"#pragma omp simd reduction(max : bm) reduction(+ : {s})",
+        *loop(bound, fused),
+        f"if (bm > {m} + {REFERENCE_SLACK}.0f) {{  // rare: exps this far above the reference could overflow",
+        f"    {m} = bm;  // the sum again, at the row's maximum",
+        f"    {s} = 0.0f;",
+        f"    #pragma omp simd reduction(+ : {s})",
+        *loop(bound, parts.sum_body, "    "),
         "}"])
-    return (f"Fuse the passes over each row: compute the maximum `{m}` and the sum of exponentials `{s}` in ONE pass "
-            f"over the row in `{target}`, in place of the loops or calls that compute them now, {b} values at a "
-            "time: the block's maximum (a SIMD max), the sum so far rescaled when the maximum grows, then the "
-            "block's exponentials at that maximum (a SIMD sum). Keep every other statistic and the loop that writes "
-            "the output as they are, with the same names and formulas.\nThe pattern (use the names of the code "
-            f"above):\n```cpp\n{pattern}\n```")
+    return (f"Fuse the row's maximum into the loop that sums its exponentials, in `{target}`, in place of the two "
+            f"calls that compute `{m}` and `{s}` now: take `{m}` over the row's first {REFERENCE_FIRST} values only "
+            f"(the reference), then ONE SIMD loop over the row that sums the exponentials at `{m}` and takes the "
+            f"row's maximum `bm`; only when `bm` is more than {REFERENCE_SLACK} above `{m}`, set `{m} = bm` and sum "
+            f"again. The result is the same at any `{m}`: keep every later use of `{m}` and `{s}`, every other "
+            "statistic and the loop that writes the output as they are, with the same names and formulas.\n"
+            f"The pattern (use the names of the code above):\n```cpp\n{pattern}\n```")
 
 
 def single_pass_text(kernel: str, target: str = ENTRY) -> str:

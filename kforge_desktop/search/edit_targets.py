@@ -14,7 +14,7 @@ from .applicability import applicable, unrollable
 # helper (a small function is what a small model rewrites without breaking it)
 # (hoisting: the invariants are per row, in the entry point; asked of a one-loop helper, the default model
 # pulled the caller's variables into it or made it call itself: 1 of 13 such edits was correct)
-ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "online_blocks", "fuse_epilogue",
+ENTRY_DIRECTIVES = {"openmp_rows", "cache_blocking", "single_pass", "reference_max", "fuse_epilogue",
                     "straightforward", "hoist_invariants", "launch_shape", "fusion"}
 # CUDA directives that change a kernel's threads and loops: the __global__ functions (asked of a load helper,
 # "a grid-stride loop" or "stage the row in shared memory" has nothing to act on)

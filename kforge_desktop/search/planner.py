@@ -25,13 +25,13 @@ from ..store.records import NodeRecord
 from .config import SearchConfig
 from .directives import (
     CORRECT_FIRST,
-    blocked_online_text,
     choose_directive,
     directive_by_key,
     expected_rate,
     hoist_text,
     launch_shape_text,
     reduction_term,
+    reference_max_text,
     simd_text,
     single_pass_text,
     smoothed_rate,
@@ -284,8 +284,8 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
         text = simd_text(dict(functions).get(target, ""))
     if d.key == "single_pass" and language == "cpp":
         text = single_pass_text("\n".join(f for _, f in functions), target)
-    if d.key == "online_blocks" and language == "cpp":
-        text = blocked_online_text("\n".join(f for _, f in functions), target) or text
+    if d.key == "reference_max" and language == "cpp":
+        text = reference_max_text("\n".join(f for _, f in functions), target) or text
     if d.key == "hoist_invariants" and language == "cpp":
         text = hoist_text("\n".join(f for _, f in functions)) or text
     if d.key == "launch_shape" and language == "cuda":

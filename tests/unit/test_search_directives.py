@@ -484,49 +484,82 @@ def _fenced(text: str) -> str:
     return re.search(r"```cpp\n(.*?)```", text, re.S).group(1)
 
 
-def test_the_blocked_online_pattern_computes_what_the_lowered_seed_computes():
-    """The blocked online request of a lowered log-softmax and a smoothed cross-entropy shows the row's maximum and
-    sum of exponentials computed in one pass, a block of values at a time (each block's maximum and sum in SIMD
-    loops, the sum rescaled when the maximum grows). The pattern is the model's to copy: put in place of the
-    seed's two calls, it must give the reference's output to the evaluator's tolerance, on every row (rows
-    whose maximum is in a later block included: 640 columns are two blocks), a masked row's too."""
-    from kforge_desktop.kernels.evaluator import Evaluator
-    from kforge_desktop.kernels.options import EvalOptions
-    from kforge_desktop.search.applicability import applicable
-    from kforge_desktop.search.directives import ONLINE_BLOCK, directive_by_key
+FAR_MAXIMUM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.log_softmax(x, dim=-1)
+
+
+def get_inputs():
+    x = torch.randn(64, 640)
+    x[::2, 400] = 100.0  # every other row's maximum, far above its first values
+    return [x]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _reference_kernel(problem, index: int = 0):
+    """The problem's seed ``index`` and that seed with the reference-maximum request's pattern in place of its
+    two calls, with the scaffold."""
+    from kforge_desktop.search.applicability import applicable, reference_parts
+    from kforge_desktop.search.directives import directive_by_key
     from kforge_desktop.search.planner import edit_expansion, kernel_functions
     from kforge_desktop.search.scaffold import build_scaffold
     from kforge_desktop.search.setup import seed_kernels
 
+    scaffold = build_scaffold(problem, "cpp")
+    _directive, kernel, _note = seed_kernels(problem, scaffold, memory=False)[index]
+    functions = kernel_functions(kernel, "cpp")
+    assert applicable("reference_max", kernel) and not applicable("single_pass", kernel)
+    exp = edit_expansion(1, functions, directive_by_key("cpp", "reference_max"), "cpp", random.Random(0), {})
+    assert exp.target == "kernel_forward"
+    pattern = _fenced(exp.directive_text)
+    calls = reference_parts(kernel).calls
+    assert calls in kernel and pattern.count("#pragma omp simd") == 3
+    return scaffold, kernel, kernel.replace(calls, pattern, 1)
+
+
+def test_the_reference_maximum_pattern_computes_what_the_seed_computes(tmp_path):
+    """The reference-maximum request shows a softmax-family kernel's row maximum fused into the loop that sums the
+    exps: the exps at the maximum of the row's first values, the row's maximum taken in the same SIMD loop, and the
+    sum taken again at that maximum only where it lies far above the reference. The pattern is the model's to copy:
+    put in place of the seed's two calls it must give the reference's output on every row: lowered seeds (a
+    log-softmax, a smoothed cross-entropy, a padding-masked softmax, whose masked values come in both loops) and an
+    exemplar whose loop stores the exps as it sums them and whose helpers name the row length otherwise than the
+    call (the causal softmax's ``n`` is its ``valid``). Where a row's maximum lies far above its first values the
+    sum must be taken again: without that, wrong values."""
+    from kforge_desktop.kernels.evaluator import Evaluator
+    from kforge_desktop.kernels.options import EvalOptions
+    from kforge_desktop.search.applicability import applicable
+    from kforge_desktop.search.scaffold import build_scaffold
+    from kforge_desktop.search.setup import seed_kernels
+
     quick = EvalOptions(compare_compile=False, timed_runs=3, warmup_runs=1)
+    far = tmp_path / "far_maximum.py"
+    far.write_text(FAR_MAXIMUM)
     with Evaluator(device="cpu", workers=1, options=quick) as ev:
-        for name in ("log_softmax", "smoothed_cross_entropy", "padding_masked_softmax"):
-            problem = load_problem(DEV / f"{name}.py")
-            scaffold = build_scaffold(problem, "cpp")
-            (directive, kernel, _note), *_ = seed_kernels(problem, scaffold, memory=False)
-            assert directive == "lowered"
-            functions = kernel_functions(kernel, "cpp")
-            assert applicable("online_blocks", kernel) and not applicable("single_pass", kernel)
-            exp = edit_expansion(1, functions, directive_by_key("cpp", "online_blocks"), "cpp", random.Random(0), {})
-            assert exp.target == "kernel_forward"
-            pattern = _fenced(exp.directive_text)
-            assert f"c0 += {ONLINE_BLOCK}" in pattern and pattern.count("#pragma omp simd") == 2
-            calls = re.compile(r"^\s*const float v_amax = row_max\([^;]*;\n\s*const float v_sum_1 = row_sum\([^;]*;\n",
-                               re.M)
-            assert calls.search(kernel), kernel
-            fused = calls.sub(lambda _m, p=pattern: p, kernel, count=1)
-            assert "row_max(" not in fused.split("kernel_forward")[1]
+        for path in [*(DEV / f"{n}.py" for n in ("log_softmax", "smoothed_cross_entropy", "padding_masked_softmax",
+                                                 "causal_scaled_softmax")), far]:
+            problem = load_problem(path)
+            scaffold, kernel, fused = _reference_kernel(problem)
+            assert "v_amax = row_max(" not in fused and "scaled_max(xr" not in fused.split("kernel_forward")[1]
             verdict = ev.evaluate(problem, scaffold.module_source(fused))
-            assert verdict.status == "ok", (name, verdict.reason)
-            if name != "padding_masked_softmax":  # (its rows' kept values may all lie in their first block)
-                wrong = fused.replace("v_sum_1 *= ", "v_sum_1 += 0.0f * ")  # no rescaling: wrong where the max grows
-                assert ev.evaluate(problem, scaffold.module_source(wrong)).status == "incorrect", name
-    # not asked where a loop writes the exps as it sums them (the row-softmax exemplar a masked softmax is seeded
-    # with), nor of a kernel with no maximum and sum of exponentials
-    for name in ("causal_scaled_softmax", "gelu_tanh", "l2_normalize", "max_pool_overlap"):
+            assert verdict.status == "ok", (path.name, verdict.reason)
+        again = re.compile(r"if \(bm > (\w+) \+ 64\.0f\)")
+        assert again.search(fused)
+        wrong = again.sub("if (false)", fused)  # never summed again: exps of 100 above the reference overflow
+        assert ev.evaluate(problem, scaffold.module_source(wrong)).status == "incorrect"
+    # not asked of a kernel with no maximum and sum of exponentials
+    for name in ("gelu_tanh", "l2_normalize", "max_pool_overlap"):
         problem = load_problem(DEV / f"{name}.py")
         kernels = [k for _d, k, _n in seed_kernels(problem, build_scaffold(problem, "cpp"), memory=False)]
-        assert kernels and not any(applicable("online_blocks", k) for k in kernels), name
+        assert kernels and not any(applicable("reference_max", k) for k in kernels), name
 
 
 def test_the_hoisting_request_names_the_division_a_lowered_normalization_repeats_and_its_reciprocal(tmp_path):
