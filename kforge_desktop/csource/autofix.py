@@ -21,6 +21,10 @@ _COLLAPSE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: not enough (?:
 _ANY_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error:")
 _UNDECLARED = re.compile(r"error: [‘'`](\w+)[’'`] was not declared in this scope")
 _UNDECLARED_AT = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: [‘'`](\w+)[’'`] was not declared in this scope")
+# a name in an OpenMP clause that nothing declares (``reduction(+ : s)`` with no ``float s``)
+_UNDECLARED_CLAUSE = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: [‘'`](\w+)[’'`] has not been declared")
+# what a reduction starts from
+_REDUCTION_START = {"+": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
 # OpenMP's canonical-loop errors, reported on the loop the pragma applies to
 _OMP_LOOP_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):\d+: error: (?:invalid controlling predicate|invalid increment "
                            r"expression|expected iteration declaration or initialization|invalid type for iteration "
@@ -122,6 +126,24 @@ _CONST_TO_MUTABLE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):(\d+): error: inva
                                    r"to [‘'`]\w+\s*\*[’'`]")
 
 
+def _declare_reduction(lines: list[str], idx: int, name: str) -> bool:
+    """``float bm = v_amax;`` then ``#pragma omp simd reduction(max : bm) reduction(+ : s)``, ``s`` declared nowhere
+    (the reference-maximum pattern declares both on one line, ``float bm = -INFINITY, s = 0.0f;``, and the default
+    model kept one: 3 of 12 dev samples): the reduction's variable is declared on the line above the pragma, with
+    what that reduction starts from, when the loop under it accumulates into it (``s +=``, ``s = ... s``). The
+    line keeps its place, so the compiler's other line numbers stay valid: the declaration joins the pragma's
+    line, before it."""
+    clause = re.search(rf"reduction\s*\(\s*(\+|max|min)\s*:[^)]*\b{re.escape(name)}\b[^)]*\)", lines[idx])
+    if not clause or not re.match(r"\s*#\s*pragma\s+omp\b", lines[idx]):
+        return False
+    loop = "\n".join(lines[idx + 1: idx + 12])
+    if not re.search(rf"\b{re.escape(name)}\s*(?:\+=|=[^=])", loop):
+        return False
+    indent = re.match(r"\s*", lines[idx]).group(0)
+    lines[idx] = f"{indent}float {name} = {_REDUCTION_START[clause.group(1)]};\n{lines[idx]}"
+    return True
+
+
 def _writable_params(text: str, entry: str) -> set[str]:
     """The entry point's pointer parameters it may write through (its outputs)."""
     head = function_head(text, entry)
@@ -203,6 +225,8 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
     - a standard name used without its header (``std::vector``, ``std::inner_product``);
     - a loop's body that still uses the variable of a loop that ended before it;
     - a ``const`` local declared with no value (``const float t;`` written by inline assembly): not const;
+    - a reduction clause's variable that nothing declares: declared above its pragma, from 0 (a sum) or -inf (a
+      maximum);
     - an intrinsic that does not exist (``__sqrtf``, ``__fabsf``): the standard function (``sqrtf``);
     - vector intrinsics used without their header (``__m512``: ``<immintrin.h>`` on x86, NEON's ``<arm_neon.h>``
       on Arm), and ``assert`` without ``<cassert>``.
@@ -250,9 +274,16 @@ def autofix(kernel: str, prelude: str, errors: str, entry: str = ENTRY) -> tuple
                 lines[k] = re.sub(r"\s*collapse\s*\(\s*\d+\s*\)", "", lines[k])
                 notes.append("collapse clause")
                 break
+    declared = set()  # the pragma lines whose reduction got the variable it names (kept)
+    for m in _UNDECLARED_CLAUSE.finditer(errors):
+        idx = int(m.group(1)) - 1 - offset
+        if 0 <= idx < len(lines) and _declare_reduction(lines, idx, m.group(2)):
+            declared.add(idx)
+            if "reduction variable declared" not in notes:
+                notes.append("reduction variable declared")
     for m in _ANY_ERR.finditer(errors):
         idx = int(m.group(1)) - 1 - offset
-        if 0 <= idx < len(lines) and re.match(r"\s*#\s*pragma\s+omp\b", lines[idx]):
+        if 0 <= idx < len(lines) and idx not in declared and re.match(r"\s*#\s*pragma\s+omp\b", lines[idx]):
             lines[idx] = ""  # an OpenMP pragma only ever speeds a correct loop up: without it, still correct
             if "OpenMP pragma" not in notes:
                 notes.append("OpenMP pragma")

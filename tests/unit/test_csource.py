@@ -200,6 +200,38 @@ def _fixed_until_clean(kernel: str, language: str) -> tuple[str, list[str]]:
     return kernel, notes
 
 
+def test_a_reduction_variable_nothing_declares_is_declared_above_its_pragma():
+    """Asked for the reference-maximum pattern (``float bm = -INFINITY, s = 0.0f;`` then a loop with both
+    reductions), the default model kept ``bm`` and dropped ``s`` (3 of 12 dev samples): g++ says "'s' has not been
+    declared" on the pragma, which a dropped pragma would not mend (the loop still adds into ``s``). The sum is
+    declared from 0 above its pragma, which stays, and the kernel compiles; a name that is in no reduction clause
+    is not declared this way."""
+    from kforge_desktop.csource.autofix import autofix
+    from kforge_desktop.kernels.native import syntax_check
+    from kforge_desktop.search.scaffold import PRELUDE
+
+    kernel = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
+              "    for (int64_t r = 0; r < rows; ++r) {\n"
+              "        float bm = x[r * cols];\n"
+              "        #pragma omp simd reduction(max : bm) reduction(+ : v_sum)\n"
+              "        for (int64_t c = 0; c < cols; ++c) {\n"
+              "            bm = x[r * cols + c] > bm ? x[r * cols + c] : bm;\n"
+              "            v_sum += x[r * cols + c];\n"
+              "        }\n"
+              "        out[r] = bm + v_sum;\n"
+              "    }\n"
+              "}\n")
+    err = syntax_check(PRELUDE["cpp"] + "\n" + kernel, "cpp")
+    assert "has not been declared" in err
+    fixed, notes = autofix(kernel, PRELUDE["cpp"], err)
+    assert notes == ["reduction variable declared"]
+    assert "        float v_sum = 0.0f;\n        #pragma omp simd reduction(max : bm) reduction(+ : v_sum)" in fixed
+    assert not syntax_check(PRELUDE["cpp"] + "\n" + fixed, "cpp")
+    shared = kernel.replace("reduction(+ : v_sum)", "shared(v_sum)")
+    out = autofix(shared, PRELUDE["cpp"], syntax_check(PRELUDE["cpp"] + "\n" + shared, "cpp"))
+    assert out is None or "float v_sum" not in out[0]
+
+
 # a launch shape as the default model rewrote three CUDA seeds (benchmarks/results/gpu_samples_r17): two
 # integer types in std::min/max, and a const local assigned afterwards
 LAUNCH = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols{stream}) {{\n'
