@@ -112,16 +112,20 @@ def measure(name: str, blocks: list[int], runs: int) -> str:
 
 
 def judge(folder: Path) -> str:
-    """Per problem folder of samples: answers, correct, correct and new (not the seed, not an earlier answer)."""
+    """Per problem folder of samples: answers, correct, correct and new (not the seed, not an earlier answer), and
+    correct once today's autofix has had the answers that did not build (``answers.autofix_kernel``, what a search
+    does with an answer: the samples keep the fixes of the code that wrote them)."""
     from kforge_desktop.csource.normalize import normalize_code
     from kforge_desktop.kernels.evaluator import Evaluator
     from kforge_desktop.kernels.options import EvalOptions
     from kforge_desktop.problem.problem import load_problem
+    from kforge_desktop.search.answers import autofix_kernel
     from kforge_desktop.search.scaffold import build_scaffold, kernel_of_module
     from kforge_desktop.search.setup import seed_kernels
 
-    lines = ["| problem | answers | correct | correct and new | what failed |", "|---|---|---|---|---|"]
-    total = [0, 0, 0]
+    lines = ["| problem | answers | correct | correct and new | what failed | correct with today's autofix |",
+             "|---|---|---|---|---|---|"]
+    total = [0, 0, 0, 0]
     quick = EvalOptions(compare_compile=False, timed_runs=3, warmup_runs=1)
     with Evaluator(device="cpu", workers=1, options=quick) as ev:
         for d in sorted(p for p in folder.iterdir() if p.is_dir()):
@@ -129,21 +133,25 @@ def judge(folder: Path) -> str:
             scaffold = build_scaffold(problem, "cpp")
             seen = {normalize_code(k, "cpp") for _d, k, _n in seed_kernels(problem, scaffold, memory=False)}
             files = sorted(d.glob("candidate_[0-9]*.py"))
-            ok = new = 0
+            ok = new = fixed = 0
             failed: dict[str, int] = {}
             for f in files:
                 verdict = ev.evaluate(problem, f.read_text())
-                norm = normalize_code(kernel_of_module(f.read_text()) or "", "cpp")
+                kernel = kernel_of_module(f.read_text()) or ""
+                norm = normalize_code(kernel, "cpp")
                 if verdict.status == "ok":
                     ok += 1
                     new += norm not in seen
                 else:
                     failed[verdict.status] = failed.get(verdict.status, 0) + 1
+                    if verdict.status == "compile_error":
+                        again, note = autofix_kernel(scaffold, kernel)
+                        fixed += bool(note) and ev.evaluate(problem, scaffold.module_source(again)).status == "ok"
                 seen.add(norm)
-            total = [total[0] + len(files), total[1] + ok, total[2] + new]
+            total = [total[0] + len(files), total[1] + ok, total[2] + new, total[3] + ok + fixed]
             why = ", ".join(f"{k} {v}" for k, v in sorted(failed.items(), key=lambda kv: -kv[1]))
-            lines.append(f"| {d.name} | {len(files)} | {ok} | {new} | {why} |")
-    lines.append(f"| **all** | {total[0]} | {total[1]} | {total[2]} | |")
+            lines.append(f"| {d.name} | {len(files)} | {ok} | {new} | {why} | {ok + fixed} |")
+    lines.append(f"| **all** | {total[0]} | {total[1]} | {total[2]} | | {total[3]} |")
     return "\n".join(lines)
 
 
