@@ -21,10 +21,11 @@ SUM_END = "const float total = (s0 + s1) + (s2 + s3);  // used where the old sum
 SUM_RETURN = "return (s0 + s1) + (s2 + s3);"
 
 # the reference-maximum request with its pattern (``reference_max_text``), asked 6 times each of the dev half's lowered
-# log_softmax and smoothed_cross_entropy (``kforge sample ... --directive reference_max --seed 0``): 5 correct edits of
-# 12, judged by ``benchmarks/online_blocks.py --samples``. 4 of the 7 others declared the row's maximum and the sum on
-# one line as the pattern did and dropped the sum or made both const; the pattern declares them on two lines since
-REFERENCE_PRIOR = 0.42
+# log_softmax, smoothed_cross_entropy and padding_masked_softmax (``kforge sample ... --directive reference_max --seed
+# 0`` at 572aad5): 11 correct edits of 18, judged by ``benchmarks/online_blocks.py --samples`` (docs/benchmarks.md,
+# forty-second measurement). Its first wording declared the row's maximum and the sum on one line, which 4 of 12
+# answers copied wrong (the sum dropped or both made const): 5 of 12 correct then
+REFERENCE_PRIOR = 0.61
 # the values of a row whose maximum is the reference, and how far above it a row's maximum may lie before its sum
 # is taken again at that maximum (exp(64) times a row's length stays far inside a float)
 REFERENCE_FIRST = 64
