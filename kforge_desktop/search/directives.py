@@ -241,9 +241,10 @@ def reference_max_text(kernel: str, target: str = ENTRY) -> str | None:
     log-softmax or a cross-entropy is the same at any reference, so the pass that only took the maximum is gone.
 
     It replaced a blocked online max-and-sum (the block's maximum, the sum so far rescaled as it grew, then the
-    block's exps): put in place of the dev seeds' two calls, that ran 0.95x the log-softmax seed and 1.07x the
-    smoothed cross-entropy's, this 1.09x and 1.20x (docs/benchmarks.md, forty-second measurement). None for a
-    kernel of another form."""
+    block's exps): put in place of the dev seeds' two calls, that ran 0.91-0.98x the log-softmax seed and
+    1.01-1.07x the smoothed cross-entropy's, this 1.05-1.16x and 1.16-1.21x (five runs of
+    ``benchmarks/online_blocks.py``; docs/benchmarks.md, forty-second measurement). None for a kernel of another
+    form."""
     parts = reference_parts(kernel)
     if parts is None or re.search(r"\b(?:bm|c1)\b", strip_cpp_comments(kernel)):
         return None
