@@ -40,12 +40,15 @@ from headroom import _load, exp_floor_kernel, machine_line, setup  # noqa: E402
 def blocked(kernel: str, block: int) -> str:
     """The seed with the blocked online max-and-sum (the request ``reference_max`` replaced), ``block`` values at a
     time, in place of its two calls."""
+    from kforge_desktop.csource.comments import strip_cpp_comments
     from kforge_desktop.search.applicability import reference_parts
 
     p = reference_parts(kernel)
     if p is None:
         raise SystemExit("the seed has no row maximum and sum of exponentials in two helpers")
     m, s = p.m, p.s
+    code = strip_cpp_comments(kernel)
+    exp = next((f for f in ("fast_exp_neg", "fast_exp") if re.search(rf"\b{f}\s*\(", code)), "std::exp")  # the seed's
 
     def loop(body: list[str]) -> list[str]:
         return ["    for (int64_t c = c0; c < c1; ++c) {", *(f"        {st}" for st in body), "    }"]
@@ -56,7 +59,7 @@ def blocked(kernel: str, block: int) -> str:
         "    float bm = -INFINITY;",
         "    #pragma omp simd reduction(max : bm)",
         *loop(p.max_body),
-        f"    if (bm > {m}) {{ {s} *= {p.exp}({m} - bm); {m} = bm; }}",
+        f"    if (bm > {m}) {{ {s} *= {exp}({m} - bm); {m} = bm; }}",
         "    float bs = 0.0f;",
         "    #pragma omp simd reduction(+ : bs)",
         *loop([re.sub(rf"^{s}\s*\+=", "bs +=", st) for st in p.sum_body]),

@@ -128,11 +128,11 @@ _CONST_TO_MUTABLE_ERR = re.compile(r"kernel\.(?:cpp|cu):(\d+):(\d+): error: inva
 
 def _declare_reduction(lines: list[str], idx: int, name: str) -> bool:
     """``float bm = v_amax;`` then ``#pragma omp simd reduction(max : bm) reduction(+ : s)``, ``s`` declared nowhere
-    (the reference-maximum pattern declares both on one line, ``float bm = -INFINITY, s = 0.0f;``, and the default
-    model kept one: 3 of 12 dev samples): the reduction's variable is declared on the line above the pragma, with
-    what that reduction starts from, when the loop under it accumulates into it (``s +=``, ``s = ... s``). The
-    line keeps its place, so the compiler's other line numbers stay valid: the declaration joins the pragma's
-    line, before it."""
+    (the reference-maximum pattern's first wording declared both on one line, ``float bm = -INFINITY, s = 0.0f;``,
+    and the default model kept one: 3 of 12 dev samples): the reduction's variable is declared on the line above the
+    pragma, with what that reduction starts from, when the loop under it accumulates into it (``s +=``, ``s = ...
+    s``). The line keeps its place, so the compiler's other line numbers stay valid: the declaration joins the
+    pragma's line, before it."""
     clause = re.search(rf"reduction\s*\(\s*(\+|max|min)\s*:[^)]*\b{re.escape(name)}\b[^)]*\)", lines[idx])
     if not clause or not re.match(r"\s*#\s*pragma\s+omp\b", lines[idx]):
         return False

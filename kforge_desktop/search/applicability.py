@@ -101,7 +101,6 @@ class ReferenceParts(NamedTuple):
     bound: str  # the row length the two loops run to, as the entry point passes it
     max_body: list[str]  # the maximum's loop body, its accumulator ``bm``
     sum_body: list[str]  # the sum's loop body, ``s += ...`` (the stores of a row of exps included)
-    exp: str  # the exp the kernel calls
     calls: str  # the entry point's two lines that call the helpers
 
 
@@ -116,8 +115,6 @@ def reference_parts(kernel: str) -> ReferenceParts | None:
     entry point's names (each helper parameter replaced by what the call passes). None for any other kernel."""
     items = [it for it in split_items(kernel) if it.kind == "function"]
     entry = next((strip_cpp_comments(it.text) for it in items if it.name == ENTRY), "")
-    code = strip_cpp_comments(kernel)
-    exp = next((f for f in ("fast_exp_neg", "fast_exp") if re.search(rf"\b{f}\s*\(", code)), "std::exp")
     helpers = {it.name: strip_cpp_comments(it.text) for it in items if it.name != ENTRY}
     for s_name, s_fn in helpers.items():
         sums, _ = accumulators(s_fn)
@@ -143,7 +140,7 @@ def reference_parts(kernel: str) -> ReferenceParts | None:
                 continue
             max_body = [_renamed(st, {**m_names, maxes[0]: "bm"}) for st in m_loop[1]]
             sum_body = [re.sub(rf"^{sums[0]}\s*\+=", f"{s} +=", _renamed(st, s_names)) for st in s_loop[1]]
-            return ReferenceParts(m, s, m_bound, max_body, sum_body, exp, pair.group(0))
+            return ReferenceParts(m, s, m_bound, max_body, sum_body, pair.group(0))
     return None
 
 
