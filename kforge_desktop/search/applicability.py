@@ -101,10 +101,18 @@ class ReferenceParts(NamedTuple):
     bound: str  # the row length the two loops run to, as the entry point passes it
     max_body: list[str]  # the maximum's loop body, its accumulator ``bm``
     sum_body: list[str]  # the sum's loop body, ``s += ...`` (the stores of a row of exps included)
-    calls: str  # the entry point's two lines that call the helpers
+    calls: str  # the entry point's lines that call the helpers (and a guard's between them)
+    at: str = ""  # the value the sum is taken at where a guard of the maximum lies between the calls, else ""
+    guard: str = ""  # that value as an expression of ``m`` (every line of the guard inlined)
 
 
 _CALL_LINE = r"^[ \t]*(?:const\s+)?(?:float|auto)\s+(\w+)\s*=\s*{name}\s*\(([^;]*)\)\s*;[ \t]*\n"
+# at most three lines between the two calls that compute a value from the maximum alone: a logsumexp's
+# decomposition takes the exps at ``where(|max| == inf, 0, max)``, so that a row of infinities gives what eager gives
+_GUARD_LINES = r"((?:[ \t]*const\s+(?:float|bool|auto)\s+\w+\s*=\s*[^;]*;[ \t]*\n){0,3})"
+_GUARD_WORDS = {"fabsf", "fabs", "std", "isinf", "isnan", "isfinite", "INFINITY", "true", "false"}
+_SELECT = re.compile(r"\(?\s*(\w+)\s*\?\s*([^:]+?)\s*:\s*([^)]+?)\s*\)?")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?f?")
 
 
 def reference_parts(kernel: str) -> ReferenceParts | None:
@@ -128,20 +136,47 @@ def reference_parts(kernel: str) -> ReferenceParts | None:
             m_loop = _one_loop(m_fn) if len(maxes) == 1 and m_name != s_name else None
             if not m_loop or len([st for st in m_loop[1] if re.match(rf"{maxes[0]}\s*=", st)]) != 1:
                 continue
-            pair = re.search(_CALL_LINE.format(name=m_name) + _CALL_LINE.format(name=s_name), entry, re.M)
+            pair = re.search(_CALL_LINE.format(name=m_name) + _GUARD_LINES + _CALL_LINE.format(name=s_name), entry,
+                             re.M)
             if not pair:
                 continue
-            m, m_args, s, s_args = pair.groups()
+            m, m_args, guard_lines, s, s_args = pair.groups()
+            at, guard = _guard(m, guard_lines, entry[pair.end():]) if guard_lines else ("", "")
             m_names, s_names = _arguments(m_fn, m_args), _arguments(s_fn, s_args)
-            if m_names is None or s_names is None or m not in _split_args(s_args):  # the sum is taken at the maximum
-                continue
+            if m_names is None or s_names is None or (at or m) not in _split_args(s_args) or (guard_lines and not at):
+                continue  # the sum is taken at the maximum, or at the guard's value of it
             m_bound, s_bound = m_names.get(m_loop[0], m_loop[0]), s_names.get(s_loop[0], s_loop[0])
             if m_bound != s_bound:
                 continue
             max_body = [_renamed(st, {**m_names, maxes[0]: "bm"}) for st in m_loop[1]]
             sum_body = [re.sub(rf"^{sums[0]}\s*\+=", f"{s} +=", _renamed(st, s_names)) for st in s_loop[1]]
-            return ReferenceParts(m, s, m_bound, max_body, sum_body, pair.group(0))
+            return ReferenceParts(m, s, m_bound, max_body, sum_body, pair.group(0), at, guard)
     return None
+
+
+def _guard(m: str, lines: str, after: str) -> tuple[str, str]:
+    """The value a guard computes from the maximum ``m`` alone (its last line's name) and its expression of ``m``,
+    each earlier line inlined; ("", "") unless the guard is a select between ``m`` and a constant (a logsumexp's
+    ``v_where = (v_eq ? 0.0f : v_amax)``), so that the sum is taken at the maximum wherever it is finite, and unless
+    nothing after the sum's call (``after``) reads ``m`` or the guard's other lines."""
+    parsed = [re.match(r"\s*const\s+\w+\s+(\w+)\s*=\s*([^;]*);", ln) for ln in lines.strip().splitlines()]
+    named, known = {}, {m}
+    for found in parsed:
+        name, expr = found.groups()
+        if set(re.findall(r"\b[A-Za-z_]\w*\b", expr)) - known - _GUARD_WORDS:
+            return "", ""
+        for earlier, value in named.items():
+            expr = re.sub(rf"\b{earlier}\b", value if re.fullmatch(r"[\w:]+(?:\([^()]*\))?|\(.*\)", value)
+                          else f"({value})", expr)
+        named[name] = expr.strip()
+        known.add(name)
+    at = parsed[-1].group(1)
+    select = _SELECT.fullmatch(parsed[-1].group(2).strip())
+    if not select or sorted([_NUMBER.fullmatch(x) is not None for x in select.groups()[1:]]) != [False, True]:
+        return "", ""
+    if m not in select.groups()[1:] or any(re.search(rf"\b{n}\b", after) for n in [m, *list(named)[:-1]]):
+        return "", ""
+    return at, named[at]
 
 
 def _arguments(function: str, args: str) -> dict[str, str] | None:

@@ -254,26 +254,44 @@ def reference_max_text(kernel: str, target: str = ENTRY) -> str | None:
     def loop(end: str, body: list[str], indent: str = "") -> list[str]:
         return [f"{indent}for (int64_t c = 0; c < {end}; ++c) {{", *(f"{indent}    {st}" for st in body), f"{indent}}}"]
     first = [re.sub(r"\bbm\b", m, st) for st in parts.max_body]
+    # where a guard lies between the two calls (a logsumexp's exps are taken at ``where(|max| == inf, 0, max)``),
+    # the exps are taken at the guard's value of the reference, and again at the guard's value of the row's maximum
+    # where that lies far from it: a row that starts with -inf has the reference 0
+    at = parts.at or m
+    slack = f"{REFERENCE_SLACK}.0f"
+    guarded = [f"float {at} = {parts.guard};  // as before: the value the exps are taken at"] if parts.at else []
+    again = re.sub(rf"\b{m}\b", "bm", parts.guard) if parts.at else "bm"
     pattern = "\n".join([
         f"float {m} = -INFINITY;  // the reference: the largest of the row's first {REFERENCE_FIRST} values",
         f"const int64_t c1 = {REFERENCE_FIRST} < {bound} ? {REFERENCE_FIRST} : {bound};",
         f"#pragma omp simd reduction(max : {m})",
         *loop("c1", first),
+        *guarded,
         "float bm = -INFINITY;  // the row's maximum",
         f"float {s} = 0.0f;  // the sum of exponentials at the reference",
         f"#pragma omp simd reduction(max : bm) reduction(+ : {s})",
         *loop(bound, fused),
-        f"if (bm > {m} + {REFERENCE_SLACK}.0f) {{  // rare: exps this far above the reference could overflow",
-        f"    {m} = bm;  // the sum again, at the row's maximum",
+        (f"if (bm > {at} + {slack} || bm < {at} - {slack}) {{  // rare: exps this far from the reference could "
+         "overflow or vanish" if parts.at else
+         f"if (bm > {m} + {slack}) {{  // rare: exps this far above the reference could overflow"),
+        f"    {at} = {again};  // the sum again, at the row's maximum",
         f"    {s} = 0.0f;",
         f"    #pragma omp simd reduction(+ : {s})",
         *loop(bound, parts.sum_body, "    "),
         "}"])
-    return (f"Fuse the row's maximum into the loop that sums its exponentials, in `{target}`, in place of the two "
-            f"calls that compute `{m}` and `{s}` now: take `{m}` over the row's first {REFERENCE_FIRST} values only "
-            f"(the reference), then ONE SIMD loop over the row that sums the exponentials at `{m}` and takes the "
-            f"row's maximum `bm`; only when `bm` is more than {REFERENCE_SLACK} above `{m}`, set `{m} = bm` and sum "
-            f"again. The result is the same at any `{m}`: keep every later use of `{m}` and `{s}`, every other "
+    if parts.at:
+        how = (f"in place of the lines that compute `{m}`, `{at}` and `{s}` now: take `{m}` over the row's first "
+               f"{REFERENCE_FIRST} values only (the reference) and `{at}` from it as now, then ONE SIMD loop over the "
+               f"row that sums the exponentials at `{at}` and takes the row's maximum `bm`; only when `bm` lies more "
+               f"than {REFERENCE_SLACK} from `{at}`, set `{at}` from `bm` the same way and sum again. The result is "
+               f"the same at any `{at}`: keep every later use of `{at}` and `{s}`")
+    else:
+        how = (f"in place of the two calls that compute `{m}` and `{s}` now: take `{m}` over the row's first "
+               f"{REFERENCE_FIRST} values only (the reference), then ONE SIMD loop over the row that sums the "
+               f"exponentials at `{m}` and takes the row's maximum `bm`; only when `bm` is more than {REFERENCE_SLACK} "
+               f"above `{m}`, set `{m} = bm` and sum again. The result is the same at any `{m}`: keep every later use "
+               f"of `{m}` and `{s}`")
+    return (f"Fuse the row's maximum into the loop that sums its exponentials, in `{target}`, {how}, every other "
             "statistic and the loop that writes the output as they are, with the same names and formulas.\n"
             f"The pattern (use the names of the code above):\n```cpp\n{pattern}\n```")
 

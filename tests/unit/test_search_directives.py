@@ -506,6 +506,33 @@ def get_init_inputs():
 """
 
 
+# a logsumexp takes its exps at ``where(|max| == inf, 0, max)``: rows far above their first values, rows that start
+# with -inf and lie far below 0 (the reference's guard is 0: the sum is taken again at the row's maximum), a row of
+# -inf and one with +inf
+GUARDED_MAXIMUM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.logsumexp(x, dim=-1)
+
+
+def get_inputs():
+    x = torch.randn(64, 640)
+    x[::2, 400] = 100.0
+    x[1::4] -= 200.0
+    x[1::4, :64] = -float("inf")
+    x[3, :] = -float("inf")
+    x[7, 500] = float("inf")
+    return [x]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def _reference_kernel(problem, index: int = 0):
     """The problem's seed ``index`` and that seed with the reference-maximum request's pattern in place of its
     two calls, with the scaffold."""
@@ -543,16 +570,21 @@ def test_the_reference_maximum_pattern_computes_what_the_seed_computes(tmp_path)
     from kforge_desktop.search.setup import seed_kernels
 
     quick = EvalOptions(compare_compile=False, timed_runs=3, warmup_runs=1)
-    far = tmp_path / "far_maximum.py"
+    far, guarded = tmp_path / "far_maximum.py", tmp_path / "guarded_maximum.py"
     far.write_text(FAR_MAXIMUM)
+    guarded.write_text(GUARDED_MAXIMUM)
     with Evaluator(device="cpu", workers=1, options=quick) as ev:
         for path in [*(DEV / f"{n}.py" for n in ("log_softmax", "smoothed_cross_entropy", "padding_masked_softmax",
-                                                 "causal_scaled_softmax")), far]:
+                                                 "causal_scaled_softmax", "free_energy")), guarded, far]:
             problem = load_problem(path)
             scaffold, kernel, fused = _reference_kernel(problem)
             assert "v_amax = row_max(" not in fused and "scaled_max(xr" not in fused.split("kernel_forward")[1]
             verdict = ev.evaluate(problem, scaffold.module_source(fused))
             assert verdict.status == "ok", (path.name, verdict.reason)
+            if path == guarded:  # the guard is kept and taken again at the row's maximum
+                assert fused.count("== INFINITY) ? 0.0f :") == 2 and "bm < v_where - 64.0f" in fused
+                wrong = fused.replace(" || bm < v_where - 64.0f", "")  # rows that start with -inf: exps at 0 vanish
+                assert ev.evaluate(problem, scaffold.module_source(wrong)).status == "incorrect"
         again = re.compile(r"if \(bm > (\w+) \+ 64\.0f\)")
         assert again.search(fused)
         wrong = again.sub("if (false)", fused)  # never summed again: exps of 100 above the reference overflow
