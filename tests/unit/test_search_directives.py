@@ -509,28 +509,9 @@ def get_init_inputs():
 # a logsumexp takes its exps at ``where(|max| == inf, 0, max)``: rows far above their first values, rows that start
 # with -inf and lie far below 0 (the reference's guard is 0: the sum is taken again at the row's maximum), a row of
 # -inf and one with +inf
-GUARDED_MAXIMUM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.logsumexp(x, dim=-1)
-
-
-def get_inputs():
-    x = torch.randn(64, 640)
-    x[::2, 400] = 100.0
-    x[1::4] -= 200.0
-    x[1::4, :64] = -float("inf")
-    x[3, :] = -float("inf")
-    x[7, 500] = float("inf")
-    return [x]
-
-
-def get_init_inputs():
-    return []
-"""
+GUARDED_MAXIMUM = FAR_MAXIMUM.replace("torch.log_softmax(x", "torch.logsumexp(x").replace(
+    "    return [x]\n", '    x[1::4] -= 200.0\n    x[1::4, :64] = -float("inf")\n    x[3, :] = -float("inf")\n'
+    '    x[7, 500] = float("inf")\n    return [x]\n', 1)
 
 
 def _reference_kernel(problem, index: int = 0):
