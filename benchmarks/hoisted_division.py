@@ -1,7 +1,7 @@
 """What hoisting a repeated division out of a loop gains on each seed that has one, and what the model makes of
 the request.
 
-The hoisting directive (``search/directives.hoist_text``) is asked of a kernel whose entry point divides every value
+The hoisting directive (``search/requests.hoist_text``) is asked of a kernel whose entry point divides every value
 of a loop by a value the loop does not change (``search/applicability.hoistable_divisions``): one reciprocal before
 the loop, a multiplication per value. Per problem of both halves of ``problems_generalize`` whose seed has such a
 division (the seeds ``generalize.py --check`` verifies; nothing of a search is read), this times the seed against

@@ -1,7 +1,7 @@
 """What the request that fuses a row's maximum into its sum of exponentials gains where it is asked.
 
 A kernel whose row maximum and sum of exponentials are each a helper's one loop, called one after the other
-(``applicability.reference_parts``), is asked for ``reference_max`` (``directives.reference_max_text``): the exps taken
+(``applicability.reference_parts``), is asked for ``reference_max`` (``requests.reference_max_text``): the exps taken
 at the maximum of the row's first values, the row's maximum in the same SIMD loop, the sum taken again only where that
 maximum lies far above. Before it, such kernels were asked for ``online_blocks``: both in one pass, a block of values
 at a time (each block's maximum, the sum so far rescaled as it grew, then the block's exps); its pattern is rebuilt
@@ -40,17 +40,14 @@ from headroom import _load, exp_floor_kernel, machine_line, setup  # noqa: E402
 def blocked(kernel: str, block: int) -> str:
     """The seed with the blocked online max-and-sum (the request ``reference_max`` replaced), ``block`` values at a
     time, in place of its two calls."""
-    from kforge_desktop.csource.comments import strip_cpp_comments
     from kforge_desktop.search.applicability import reference_parts
+    from kforge_desktop.search.requests import kernel_exp
 
     p = reference_parts(kernel)
     if p is None:
         raise SystemExit("the seed has no row maximum and sum of exponentials in two helpers")
-    if p.at:  # a guard of the maximum between the calls: the blocked pattern was never asked of such a kernel
-        return ""
     m, s = p.m, p.s
-    code = strip_cpp_comments(kernel)
-    exp = next((f for f in ("fast_exp_neg", "fast_exp") if re.search(rf"\b{f}\s*\(", code)), "std::exp")  # the seed's
+    exp = kernel_exp(kernel)  # the seed's
 
     def loop(body: list[str]) -> list[str]:
         return ["    for (int64_t c = c0; c < c1; ++c) {", *(f"        {st}" for st in body), "    }"]
@@ -73,8 +70,8 @@ def blocked(kernel: str, block: int) -> str:
 def reference(kernel: str) -> str:
     """The seed with the reference-maximum request's pattern in place of its two calls."""
     from kforge_desktop.search.applicability import reference_parts
-    from kforge_desktop.search.directives import reference_max_text
     from kforge_desktop.search.planner import kernel_functions
+    from kforge_desktop.search.requests import reference_max_text
 
     text = reference_max_text("\n".join(f for _, f in kernel_functions(kernel, "cpp")))
     pattern = re.search(r"```cpp\n(.*?)```", text or "", re.S)
@@ -89,6 +86,7 @@ def measure(name: str, blocks: list[int], runs: int) -> str:
     from kforge_desktop.csource.items import function_text
     from kforge_desktop.kernels.timing import time_interleaved
     from kforge_desktop.kernels.verify import compare
+    from kforge_desktop.search.applicability import reference_parts
 
     s = setup(HERE / "problems_generalize" / f"{name}.py")
     expected = s.ref_model(*s.inputs)
@@ -98,8 +96,10 @@ def measure(name: str, blocks: list[int], runs: int) -> str:
     contenders = {"eager": lambda: s.ref_model(*s.inputs)}
     seed_model = _load(s.scaffold, seed, f"online_{tag}_seed", s.ref_model, s.init_inputs)
     contenders["seed"] = lambda: seed_model(*s.inputs)
-    kernels = {f"blocks of {b}": blocked(seed, b) for b in blocks} | {"reference maximum": reference(seed)}
-    for label, kernel in ((k, v) for k, v in kernels.items() if v):
+    # a guard of the maximum between the calls (a logsumexp): the blocked pattern was never asked of such a kernel
+    guarded = reference_parts(seed).at
+    kernels = {f"blocks of {b}": blocked(seed, b) for b in blocks if not guarded} | {"reference maximum": reference(seed)}
+    for label, kernel in kernels.items():
         short = re.sub(r"\W", "_", label)
         model = _load(s.scaffold, kernel, f"online_{tag}_{short}", s.ref_model, s.init_inputs)
         check = compare(model(*s.inputs), expected, tol)

@@ -23,19 +23,7 @@ from dataclasses import dataclass
 from ..csource.items import split_items
 from ..store.records import NodeRecord
 from .config import SearchConfig
-from .directives import (
-    CORRECT_FIRST,
-    choose_directive,
-    directive_by_key,
-    expected_rate,
-    hoist_text,
-    launch_shape_text,
-    reduction_term,
-    reference_max_text,
-    simd_text,
-    single_pass_text,
-    smoothed_rate,
-)
+from .directives import CORRECT_FIRST, choose_directive, directive_by_key, expected_rate, smoothed_rate
 from .edit_targets import edit_target, length_parameter, open_tried, outer_loop, returns_value
 from .exemplars import (
     EPILOGUE_OPS,
@@ -46,6 +34,14 @@ from .exemplars import (
     output_writer,
 )
 from .prompting import provided_note
+from .requests import (
+    hoist_text,
+    launch_shape_text,
+    reduction_term,
+    reference_max_text,
+    simd_text,
+    single_pass_text,
+)
 from .scaffold import FUNCTION, Scaffold
 from .strategies import MCTSParams, pending_repair, select
 from .tree import Tree
