@@ -31,6 +31,7 @@ the next unfinished one, and a search cut off in the middle continues in its own
     python benchmarks/generalize.py --report --first 8  # longer searches counted up to their first 8 candidates
     python benchmarks/generalize.py --report --retime   # best kernels and seed re-timed together, three times (quiet machine)
     python benchmarks/generalize.py --report --rejudge  # correct kernels judged again by today's evaluator first
+    python benchmarks/generalize.py --report --by-request  # per half, what each request gave (counts and speeds only)
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from generalize_again import PROBLEMS, different_from_seeds, ratio, read_again, recount  # noqa: E402
+from generalize_again import PROBLEMS, different_from_seeds, ratio, read_again, recount, request_table  # noqa: E402
 from search_quality import _x, collect, load_rows  # noqa: E402  (the shared reading of a session)
 
 HALVES = ("dev", "test")
@@ -323,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rejudge", action="store_true",
                     help="with --report: each search's correct LLM kernels judged again by today's evaluator first "
                          "(a check added since, such as the NaN trial, can fail them; seconds per kernel)")
+    ap.add_argument("--by-request", action="store_true",
+                    help="with --report: per half, what each kind of request gave (counts and speeds only)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="with --retime: re-timings per search, each on a fresh copy of its session; the median "
                          "best LLM vs seed is reported, every round's beside the table")
@@ -341,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                     Evaluator(device="cpu", options=verify_only) if args.rejudge else contextlib.nullcontext() as judge:
                 rows = [read_again(r, args.first, evaluator, args.rounds, judge) for r in rows]
         print(report(rows))
+        for half in HALVES if args.by_request else ():
+            searched = [r for r in rows if r["half"] == half and r.get("session")]
+            if searched:
+                print(f"\n**{half}, by request** ({len(searched)} searches):\n\n{request_table(searched)}")
         return 0
     if args.check:
         return check(args.half)

@@ -119,6 +119,57 @@ def session_copy(row: dict, first: int | None = None):
         yield copy, problem
 
 
+def by_request(rows: list[dict]) -> dict[str, list]:
+    """Per request (the directive, or ``whole``/``repair``) over the searches of ``rows``: answers, repeats, correct /
+    evaluated, the correct edits' speed over the kernel they edited, how many of those ran >= 1.1x it, and in how many
+    searches it made the best LLM node. Counts only: no kernel, prompt or answer is read out."""
+    import sqlite3
+
+    from kforge_desktop.store import readable, stored
+
+    table: dict[str, list] = {}
+    for row in rows:
+        with readable(stored(ROOT / row["session"])) as plain:
+            db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
+            try:
+                nodes = db.execute("SELECT n.id, n.parent_id, n.origin, n.kind, n.directive, n.state, v.status, "
+                                   "v.speedup FROM nodes n LEFT JOIN verdicts v ON v.node_id = n.id").fetchall()
+            finally:
+                db.close()
+        speed = {i: sp for i, _p, _o, _k, _d, _s, st, sp in nodes if st == "ok" and sp}
+        best = max((n for n in nodes if n[2] == "llm" and n[0] in speed), key=lambda n: speed[n[0]], default=None)
+        for i, parent, origin, kind, directive, state, status, _sp in nodes:
+            if origin != "llm":
+                continue
+            key = kind if kind != "edit" else (directive or "?").split("@")[0].split(":")[0]
+            t = table.setdefault(key, [0, 0, 0, 0, [], 0])  # answers, repeats, correct, evaluated, ratios, best
+            t[0] += 1
+            if state == "duplicate":
+                t[1] += 1
+                continue
+            if status is None and state != "no_code":
+                continue
+            t[3] += 1
+            t[2] += status == "ok"
+            if kind == "edit" and i in speed and speed.get(parent):
+                t[4].append(speed[i] / speed[parent])
+            t[5] += best is not None and best[0] == i
+    return table
+
+
+def request_table(rows: list[dict]) -> str:
+    """``by_request`` as a markdown table."""
+    import statistics
+
+    table = by_request(rows)
+    out = ["| request | answers | repeats | correct / evaluated | correct edits vs the kernel edited (median) | "
+           ">= 1.1x the kernel edited | best LLM node of its search |", "|---|---|---|---|---|---|---|"]
+    for key, (n, dup, ok, evaluated, ratios, best) in sorted(table.items(), key=lambda kv: -kv[1][0]):
+        med = f"{statistics.median(ratios):.2f}x" if ratios else "-"
+        out.append(f"| {key} | {n} | {dup} | {ok}/{evaluated} | {med} | {sum(r >= 1.1 for r in ratios)} | {best} |")
+    return "\n".join(out)
+
+
 def retimed_speeds(plain: Path, row: dict, evaluator) -> dict:
     """Re-time the search's contenders and its fastest seed together in the session file ``plain``
     (``retiming.retime_best``, what the app's "Re-time the best nodes" runs) and read the speed columns

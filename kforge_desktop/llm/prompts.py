@@ -81,6 +81,7 @@ class PromptContext:
     exemplar_missing: tuple[str, ...] = ()  # operators of the problem the exemplar does not compute
     target: str = ""  # edit: the one function to rewrite ("" = the entry point)
     previous: str = ""  # repair of an edit: the target function as it was before the edit, when it was correct
+    begun: str = ""  # edit: the target's first lines as the answer begins with them (else its first line alone)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

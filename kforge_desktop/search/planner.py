@@ -38,6 +38,7 @@ from .requests import (
     hoist_text,
     launch_shape_text,
     reduction_term,
+    reference_begun,
     reference_max_text,
     simd_text,
     single_pass_text,
@@ -58,6 +59,7 @@ class Expansion:
     directive: str  # directive key ("key@function" when an edit targets one helper function)
     directive_text: str
     target: str = ""  # edit: the function to rewrite
+    begun: str = ""  # edit: the answer's start written for the model (the target's lines kept, up to the change)
 
 
 @dataclass
@@ -280,13 +282,15 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
         text = simd_text(dict(functions).get(target, ""))
     if d.key == "single_pass" and language == "cpp":
         text = single_pass_text("\n".join(f for _, f in functions), target)
+    begun = ""
     if d.key == "reference_max" and language == "cpp":
         text = reference_max_text("\n".join(f for _, f in functions), target) or text
+        begun = reference_begun("\n".join(f for _, f in functions), target)
     if d.key == "hoist_invariants" and language == "cpp":
         text = hoist_text("\n".join(f for _, f in functions)) or text
     if d.key == "launch_shape" and language == "cuda":
         text = launch_shape_text("\n".join(f for _, f in functions)) or text
-    return Expansion(node_id, "edit", key, text, target)
+    return Expansion(node_id, "edit", key, text, target, begun)
 
 
 def start_node(tree: Tree, focus: bool) -> int | None:

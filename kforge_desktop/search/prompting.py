@@ -81,7 +81,7 @@ def prompt_context(exp: Expansion, tree: Tree, node: Callable[[int], NodeRecord]
         return prompts.PromptContext(kind="edit", directive=edit_directive(exp.directive_text, parent.kernel_source),
                                      parent_code=shown,
                                      parent_summary=prompts.parent_summary(parent.verdict),
-                                     target=exp.target, **common)
+                                     target=exp.target, begun=exp.begun, **common)
     if exp.kind == "repair" and exp.directive.startswith("complete:"):
         return prompts.PromptContext(kind="edit", directive=exp.directive_text, parent_code=shown,
                                      target=exp.target, edit_intro="This kernel is correct except that it "
@@ -140,11 +140,12 @@ def prefill(ctx: prompts.PromptContext, config: SearchConfig, scaffold: Scaffold
     """The start of the answer to a request that changes one function: the fence and that function's
     first line. Asked to edit the entry point, the default model copied every helper before it
     (the row-softmax exemplar's ``fast_exp`` alone is 20 lines) and ran out of tokens before the
-    function it had to change (docs/benchmarks.md); begun for it, the answer is that function."""
+    function it had to change (docs/benchmarks.md); begun for it, the answer is that function. A request that
+    replaces named lines of the function begins it with every line before them (``ctx.begun``)."""
     if not config.prefill or scaffold is None:
         return ""
     if ctx.kind == "edit":
-        head = function_head(ctx.parent_code, ctx.target or FUNCTION)
+        head = ctx.begun or function_head(ctx.parent_code, ctx.target or FUNCTION)
     elif ctx.kind == "repair" and ctx.target and ctx.previous:
         head = function_head(ctx.previous, ctx.target)
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..csource.comments import strip_cpp_comments
-from ..csource.items import ENTRY, function_text
+from ..csource.items import ENTRY, function_head, function_text
 from .applicability import accumulators, entry_divisions, reference_parts
 
 # the values of a row whose maximum is the reference, and how far above it a row's maximum may lie before its sum
@@ -136,6 +136,28 @@ def reference_max_text(kernel: str, target: str = ENTRY) -> str | None:
     return (f"Fuse the row's maximum into the loop that sums its exponentials, in `{target}`, {how}, every other "
             "statistic and the loop that writes the output as they are, with the same names and formulas.\n"
             f"The pattern (use the names of the code above):\n```cpp\n{pattern}\n```")
+
+
+def reference_begun(kernel: str, target: str = ENTRY) -> str:
+    """The start of the answer to the reference-maximum request, written for the model: ``target``'s lines as they
+    are, up to the first line the request replaces (the maximum's call), so that the answer goes on with the
+    pattern inside the kernel's own loops over the rows. "" for a kernel of another form, or where the request
+    edits another function.
+
+    Begun with the function's first line alone, the default model left out the loops around the replaced lines: it
+    wrote one row's statements with no loop over the rows ("'r' was not declared", dev/free_energy), and asked of a
+    kernel whose rows come in blocks (two loops, ``r0`` and ``r``), it dropped the reference and took the exps at the
+    running maximum (3 of 3 such dev answers wrong; docs/benchmarks.md, forty-fourth measurement)."""
+    parts = reference_parts(kernel) if target == ENTRY else None
+    text = strip_cpp_comments(function_text(kernel, target) or "") if parts is not None else ""
+    head = function_head(kernel, target) if text else None
+    brace = text.find("{")
+    if head is None or brace < 0:
+        return ""
+    first = parts.calls.strip().splitlines()[0].strip()
+    body = [ln.rstrip() for ln in text[brace + 1:].splitlines() if ln.strip()]
+    at = next((i for i, ln in enumerate(body) if ln.strip() == first), None)
+    return "\n".join([head, *body[:at]]) if at else ""
 
 
 def single_pass_text(kernel: str, target: str = ENTRY) -> str:

@@ -119,7 +119,7 @@ def sample_candidates(problem: Problem, generator, n: int, target: str = "cpp", 
             tried[exp.directive] = "pending"
             key = exp.directive
             request_ctx = replace(ctx, directive=edit_directive(exp.directive_text, parent.kernel_source),
-                                  target=exp.target)
+                                  target=exp.target, begun=exp.begun)
         if i < start:
             continue
         request_ctx, _ = prompts.fit(request_ctx, generator.count_tokens, generator.context_size, max_tokens)

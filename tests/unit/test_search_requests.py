@@ -148,6 +148,49 @@ def test_the_reference_maximum_pattern_computes_what_the_seed_computes(tmp_path)
         assert kernels and not any(applicable("reference_max", k) for k in kernels), name
 
 
+def test_the_reference_maximum_answer_begins_inside_the_kernels_own_row_loops():
+    """The answer to the reference-maximum request is begun for the model with every line of the entry point before
+    the ones the pattern replaces, so the pattern lands inside the kernel's loops over the rows: the lowered seed's
+    one loop, and both loops of a kernel whose rows come in blocks (begun with the first line alone, the model wrote
+    one row with no loop, or dropped the reference in the blocked kernel). The prompt's answer starts there."""
+    from kforge_desktop.csource.comments import strip_cpp_comments
+    from kforge_desktop.llm import prompts
+    from kforge_desktop.search.config import SearchConfig
+    from kforge_desktop.search.directives import directive_by_key
+    from kforge_desktop.search.planner import edit_expansion, kernel_functions
+    from kforge_desktop.search.prompting import prefill
+    from kforge_desktop.search.requests import reference_begun
+
+    problem = load_problem(DEV / "free_energy.py")
+    scaffold, kernel, fused = _reference_kernel(problem)
+    exp = edit_expansion(1, kernel_functions(kernel, "cpp"), directive_by_key("cpp", "reference_max"), "cpp",
+                         random.Random(0), {})
+    lines = exp.begun.splitlines()
+    assert lines[0].startswith('extern "C" void kernel_forward(const float* logits') and lines[-1].strip() == (
+        "for (int64_t r = 0; r < rows; ++r) {") and len(lines) == 3
+    entry = strip_cpp_comments(fused.split('extern "C"')[1])
+    assert all(ln.strip() in entry for ln in lines[1:]) and "row_max(" not in exp.begun
+    ctx = prompts.PromptContext(kind="edit", language="cpp", problem_source=problem.source, parent_code=kernel,
+                                directive=exp.directive_text, target=exp.target, begun=exp.begun)
+    assert prefill(ctx, SearchConfig(), scaffold) == "```cpp\n" + exp.begun + "\n"
+
+    loop = "    for (int64_t r = 0; r < rows; ++r) {\n"
+    blocked = kernel.replace(loop, "    for (int64_t r0 = 0; r0 < rows; r0 += 8) {\n        const int64_t r1 = r0 + 8 < "
+                             "rows ? r0 + 8 : rows;\n        for (int64_t r = r0; r < r1; ++r) {\n", 1)
+    blocked = blocked.replace("        out[r] = v_mul;\n    }\n", "        out[r] = v_mul;\n        }\n    }\n", 1)
+    assert blocked != kernel
+    begun = reference_begun("\n".join(f for _, f in kernel_functions(blocked, "cpp")))
+    assert begun.splitlines()[-3:] == ["    for (int64_t r0 = 0; r0 < rows; r0 += 8) {",
+                                       "        const int64_t r1 = r0 + 8 < rows ? r0 + 8 : rows;",
+                                       "        for (int64_t r = r0; r < r1; ++r) {"]
+    # another request or function, or a kernel with no sum of exponentials, keeps the first line alone
+    other = edit_expansion(1, kernel_functions(kernel, "cpp"), directive_by_key("cpp", "simd_inner"), "cpp",
+                           random.Random(0), {})
+    functions = "\n".join(f for _, f in kernel_functions(kernel, "cpp"))
+    assert other.begun == "" and reference_begun(functions, "row_sum") == ""
+    assert reference_begun(functions.replace("fast_exp(v_sub)", "fabsf(v_sub)")) == ""
+
+
 def test_the_hoisting_request_names_the_division_a_lowered_normalization_repeats_and_its_reciprocal(tmp_path):
     """A lowered L2 normalization divides every value of a row by a copy of the row's norm made in the store loop
     (``const float v_expand = v_clamp;``): the division was not found, so hoisting was never asked of it. The
