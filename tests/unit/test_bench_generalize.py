@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from pathlib import Path
 
@@ -69,6 +70,21 @@ def test_a_longer_search_counted_up_to_its_first_candidates(tmp_path):
     assert sum(k["n"] for k in counts[1]["by_kind"].values()) == 5
     assert g.read_again(row, 8) is row  # a search no longer than N is counted as recorded
     assert session.read_bytes() == before
+
+
+def test_what_each_request_gave_counts_every_answer_of_the_searches():
+    """``--report --by-request``: per request, the answers of a half's searches (a dev session): every LLM answer
+    counted once, repeats apart from the evaluated ones, and one request credited with each search's best LLM node."""
+    g = _bench()
+    results = BENCH / "results" / "generalize" / "generalize_r32d_t07.jsonl"
+    rows = [r for r in g.load_rows(results) if r["problem"] in ("l2_normalize", "cumsum_rows")]
+    table = importlib.import_module("generalize_again").by_request(rows)  # on the path generalize.py set
+    assert sum(t[0] for t in table.values()) == sum(r["candidates"] for r in rows) + sum(t[1] for t in table.values())
+    assert sum(t[2] for t in table.values()) == sum(r["correct"] for r in rows)
+    assert sum(t[5] for t in table.values()) == sum(1 for r in rows if r["best_llm_speedup"])
+    assert all(ok <= evaluated <= n - dup and len(ratios) <= ok for n, dup, ok, evaluated, ratios, _b in table.values())
+    text = g.request_table(rows)
+    assert text.count("\n") == len(table) + 1 and "| request | answers | repeats |" in text
 
 
 @pytest.mark.slow
