@@ -71,13 +71,13 @@ def reference(kernel: str) -> str:
     """The seed with the reference-maximum request's pattern in place of its two calls."""
     from kforge_desktop.search.applicability import reference_parts
     from kforge_desktop.search.planner import kernel_functions
-    from kforge_desktop.search.requests import reference_max_text
+    from kforge_desktop.search.requests import AS_BEFORE, reference_max_text
 
     text = reference_max_text("\n".join(f for _, f in kernel_functions(kernel, "cpp")))
     pattern = re.search(r"```cpp\n(.*?)```", text or "", re.S)
     if not pattern:
         raise SystemExit("the seed's request shows no pattern")
-    return kernel.replace(reference_parts(kernel).calls, pattern.group(1), 1)
+    return kernel.replace(reference_parts(kernel).calls, pattern.group(1).partition(AS_BEFORE)[0], 1)
 
 
 def measure(name: str, blocks: list[int], runs: int) -> str:

@@ -17,6 +17,7 @@ from .applicability import accumulators, entry_divisions, reference_parts
 # is taken again at that maximum (exp(64) times a row's length stays far inside a float)
 REFERENCE_FIRST = 64
 REFERENCE_SLACK = 64
+AS_BEFORE = "// then, as before:"  # the pattern's last lines: the ones after the replaced calls, unchanged
 
 _DECL = re.compile(r"^(?:const\s+)?(?:float|double|auto)\s+(\w+)\s*=\s*(.+)$", re.S)
 _ADD = re.compile(r"^(\w+)\s*\+=\s*(.+)$", re.S)
@@ -121,6 +122,10 @@ def reference_max_text(kernel: str, target: str = ENTRY) -> str | None:
         f"    #pragma omp simd reduction(+ : {s})",
         *loop(bound, parts.sum_body, "    "),
         "}"])
+    after = _after_calls(kernel, parts.calls, target)
+    if after:  # the lines that follow, shown as they are: asked of a blocked kernel, the default model wrote the
+        # pattern right and the output as `s * temperature`, its log and its reference gone (dev/free_energy)
+        pattern += f"\n{AS_BEFORE}\n" + "\n".join(after)
     if parts.at:
         how = (f"in place of the lines that compute `{m}`, `{at}` and `{s}` now: take `{m}` over the row's first "
                f"{REFERENCE_FIRST} values only (the reference) and `{at}` from it as now, then ONE SIMD loop over the "
@@ -136,6 +141,24 @@ def reference_max_text(kernel: str, target: str = ENTRY) -> str | None:
     return (f"Fuse the row's maximum into the loop that sums its exponentials, in `{target}`, {how}, every other "
             "statistic and the loop that writes the output as they are, with the same names and formulas.\n"
             f"The pattern (use the names of the code above):\n```cpp\n{pattern}\n```")
+
+
+def _after_calls(kernel: str, calls: str, target: str) -> list[str]:
+    """The statements of ``target`` that follow ``calls`` inside the same loop (up to the brace that closes it),
+    indented as the first of them is; [] where ``calls`` is not found."""
+    text = strip_cpp_comments(function_text(kernel, target) or "")
+    at = text.find(calls)
+    if at < 0:
+        return []
+    lines, depth = [], 0
+    for ln in text[at + len(calls):].splitlines():
+        depth += ln.count("{") - ln.count("}")
+        if depth < 0:
+            break
+        if ln.strip():
+            lines.append(ln.rstrip())
+    indent = min((len(ln) - len(ln.lstrip()) for ln in lines), default=0)
+    return [ln[indent:] for ln in lines]
 
 
 def reference_begun(kernel: str, target: str = ENTRY) -> str:

@@ -88,9 +88,11 @@ GUARDED_MAXIMUM = FAR_MAXIMUM.replace("torch.log_softmax(x", "torch.logsumexp(x"
 def _reference_kernel(problem, index: int = 0):
     """The problem's seed ``index`` and that seed with the reference-maximum request's pattern in place of its
     two calls, with the scaffold."""
+    from kforge_desktop.csource.comments import strip_cpp_comments
     from kforge_desktop.search.applicability import applicable, reference_parts
     from kforge_desktop.search.directives import directive_by_key
     from kforge_desktop.search.planner import edit_expansion, kernel_functions
+    from kforge_desktop.search.requests import AS_BEFORE
     from kforge_desktop.search.scaffold import build_scaffold
     from kforge_desktop.search.setup import seed_kernels
 
@@ -100,9 +102,13 @@ def _reference_kernel(problem, index: int = 0):
     assert applicable("reference_max", kernel) and not applicable("single_pass", kernel)
     exp = edit_expansion(1, functions, directive_by_key("cpp", "reference_max"), "cpp", random.Random(0), {})
     assert exp.target == "kernel_forward"
-    pattern = _fenced(exp.directive_text)
+    pattern, _, after = _fenced(exp.directive_text).partition(AS_BEFORE)
     calls = reference_parts(kernel).calls
     assert calls in kernel and pattern.count("#pragma omp simd") == 3
+    # the lines after the calls are shown as they are, each one of the kernel's, the output's stores among them
+    rest = strip_cpp_comments(kernel.split(calls)[1])
+    assert after.strip() and all(ln.strip() in rest for ln in after.splitlines())
+    assert re.search(r"\b(out|yr)\b", after)
     return scaffold, kernel, kernel.replace(calls, pattern, 1)
 
 
