@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         for half in HALVES if args.by_request else ():
             searched = [r for r in rows if r["half"] == half and r.get("session")]
             if searched:
-                print(f"\n**{half}, by request** ({len(searched)} searches):\n\n{request_table(searched)}")
+                print(f"\n**{half}, by request** ({len(searched)} searches):\n\n{request_table(searched, _failures)}")
         return 0
     if args.check:
         return check(args.half)

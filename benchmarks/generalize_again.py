@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -121,8 +122,9 @@ def session_copy(row: dict, first: int | None = None):
 
 def by_request(rows: list[dict]) -> dict[str, list]:
     """Per request (the directive, or ``whole``/``repair``) over the searches of ``rows``: answers, repeats, correct /
-    evaluated, the correct edits' speed over the kernel they edited, how many of those ran >= 1.1x it, and in how many
-    searches it made the best LLM node. Counts only: no kernel, prompt or answer is read out."""
+    evaluated, the correct edits' speed over the kernel they edited, how many of those ran >= 1.1x it, in how many
+    searches it made the best LLM node, and why the others failed (verdict status -> count). Counts only: no kernel,
+    prompt or answer is read out."""
     import sqlite3
 
     from kforge_desktop.store import readable, stored
@@ -142,7 +144,8 @@ def by_request(rows: list[dict]) -> dict[str, list]:
             if origin != "llm":
                 continue
             key = kind if kind != "edit" else (directive or "?").split("@")[0].split(":")[0]
-            t = table.setdefault(key, [0, 0, 0, 0, [], 0])  # answers, repeats, correct, evaluated, ratios, best
+            # answers, repeats, correct, evaluated, ratios, best, failures
+            t = table.setdefault(key, [0, 0, 0, 0, [], 0, {}])
             t[0] += 1
             if state == "duplicate":
                 t[1] += 1
@@ -151,22 +154,25 @@ def by_request(rows: list[dict]) -> dict[str, list]:
                 continue
             t[3] += 1
             t[2] += status == "ok"
+            if status != "ok":
+                t[6][status or state] = t[6].get(status or state, 0) + 1
             if kind == "edit" and i in speed and speed.get(parent):
                 t[4].append(speed[i] / speed[parent])
             t[5] += best is not None and best[0] == i
     return table
 
 
-def request_table(rows: list[dict]) -> str:
-    """``by_request`` as a markdown table."""
+def request_table(rows: list[dict], failures: Callable[[dict], str] = str) -> str:
+    """``by_request`` as a markdown table, each request's failures written by ``failures``."""
     import statistics
 
     table = by_request(rows)
     out = ["| request | answers | repeats | correct / evaluated | correct edits vs the kernel edited (median) | "
-           ">= 1.1x the kernel edited | best LLM node of its search |", "|---|---|---|---|---|---|---|"]
-    for key, (n, dup, ok, evaluated, ratios, best) in sorted(table.items(), key=lambda kv: -kv[1][0]):
+           ">= 1.1x the kernel edited | best LLM node of its search | what failed |", "|---|---|---|---|---|---|---|---|"]
+    for key, (n, dup, ok, evaluated, ratios, best, failed) in sorted(table.items(), key=lambda kv: -kv[1][0]):
         med = f"{statistics.median(ratios):.2f}x" if ratios else "-"
-        out.append(f"| {key} | {n} | {dup} | {ok}/{evaluated} | {med} | {sum(r >= 1.1 for r in ratios)} | {best} |")
+        out.append(f"| {key} | {n} | {dup} | {ok}/{evaluated} | {med} | {sum(r >= 1.1 for r in ratios)} | {best} | "
+                   f"{failures(failed)} |")
     return "\n".join(out)
 
 

@@ -35,6 +35,7 @@ from .exemplars import (
 )
 from .prompting import provided_note
 from .requests import (
+    hoist_begun,
     hoist_text,
     launch_shape_text,
     reduction_term,
@@ -288,6 +289,7 @@ def edit_expansion(node_id: int, functions: list[tuple[str, str]], d, language: 
         begun = reference_begun("\n".join(f for _, f in functions), target)
     if d.key == "hoist_invariants" and language == "cpp":
         text = hoist_text("\n".join(f for _, f in functions)) or text
+        begun = hoist_begun("\n".join(f for _, f in functions), target)
     if d.key == "launch_shape" and language == "cuda":
         text = launch_shape_text("\n".join(f for _, f in functions)) or text
     return Expansion(node_id, "edit", key, text, target, begun)

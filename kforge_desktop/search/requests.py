@@ -161,6 +161,22 @@ def _after_calls(kernel: str, calls: str, target: str) -> list[str]:
     return [ln[indent:] for ln in lines]
 
 
+def _begun_before(kernel: str, target: str, first: str) -> str:
+    """``target``'s first line and every line of its body before the first one that starts with ``first`` (its
+    whitespace aside), a pragma right above that line left to the answer; "" where no line does."""
+    text = strip_cpp_comments(function_text(kernel, target) or "")
+    head = function_head(kernel, target) if text else None
+    brace = text.find("{")
+    if head is None or brace < 0 or not first:
+        return ""
+    body = [ln.rstrip() for ln in text[brace + 1:].splitlines() if ln.strip()]
+    want = " ".join(first.split())
+    at = next((i for i, ln in enumerate(body) if " ".join(ln.split()).startswith(want)), None)
+    while at and body[at - 1].lstrip().startswith("#pragma"):
+        at -= 1
+    return "\n".join([head, *body[:at]]) if at else ""
+
+
 def reference_begun(kernel: str, target: str = ENTRY) -> str:
     """The start of the answer to the reference-maximum request, written for the model: ``target``'s lines as they
     are, up to the first line the request replaces (the maximum's call), so that the answer goes on with the
@@ -172,15 +188,16 @@ def reference_begun(kernel: str, target: str = ENTRY) -> str:
     kernel whose rows come in blocks (two loops, ``r0`` and ``r``), it dropped the reference and took the exps at the
     running maximum (3 of 3 such dev answers wrong; docs/benchmarks.md, forty-fourth measurement)."""
     parts = reference_parts(kernel) if target == ENTRY else None
-    text = strip_cpp_comments(function_text(kernel, target) or "") if parts is not None else ""
-    head = function_head(kernel, target) if text else None
-    brace = text.find("{")
-    if head is None or brace < 0:
-        return ""
-    first = parts.calls.strip().splitlines()[0].strip()
-    body = [ln.rstrip() for ln in text[brace + 1:].splitlines() if ln.strip()]
-    at = next((i for i, ln in enumerate(body) if ln.strip() == first), None)
-    return "\n".join([head, *body[:at]]) if at else ""
+    return _begun_before(kernel, target, parts.calls.strip().splitlines()[0]) if parts is not None else ""
+
+
+def hoist_begun(kernel: str, target: str = ENTRY) -> str:
+    """The start of the answer to the hoisting request (``hoist_text``): the entry point's lines up to the first loop
+    that divides by a value it does not change, so that the answer goes on with the reciprocal right there, inside
+    every loop around that one (told so in words and shown in the pattern, the default model still took it before
+    the loop over the rows, of a value each row sets). "" where the request names no division."""
+    divisions = entry_divisions(kernel) if target == ENTRY else []
+    return _begun_before(kernel, target, divisions[0][2]) if divisions else ""
 
 
 def single_pass_text(kernel: str, target: str = ENTRY) -> str:

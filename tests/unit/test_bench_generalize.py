@@ -82,8 +82,10 @@ def test_what_each_request_gave_counts_every_answer_of_the_searches():
     assert sum(t[0] for t in table.values()) == sum(r["candidates"] for r in rows) + sum(t[1] for t in table.values())
     assert sum(t[2] for t in table.values()) == sum(r["correct"] for r in rows)
     assert sum(t[5] for t in table.values()) == sum(1 for r in rows if r["best_llm_speedup"])
-    assert all(ok <= evaluated <= n - dup and len(ratios) <= ok for n, dup, ok, evaluated, ratios, _b in table.values())
-    text = g.request_table(rows)
+    assert all(ok <= evaluated <= n - dup and len(ratios) <= ok and ok + sum(failed.values()) == evaluated
+               for n, dup, ok, evaluated, ratios, _b, failed in table.values())
+    assert sum(sum(t[6].values()) for t in table.values()) == sum(sum(r["failures"].values()) for r in rows)
+    text = g.request_table(rows, g._failures)
     assert text.count("\n") == len(table) + 1 and "| request | answers | repeats |" in text
 
 

@@ -206,7 +206,7 @@ def test_the_hoisting_request_names_the_division_a_lowered_normalization_repeats
     from kforge_desktop.search.applicability import applicable, hoistable_divisions
     from kforge_desktop.search.directives import directive_by_key
     from kforge_desktop.search.planner import edit_expansion, kernel_functions
-    from kforge_desktop.search.requests import hoist_text
+    from kforge_desktop.search.requests import hoist_begun, hoist_text
 
     path = tmp_path / "l2.py"
     path.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
@@ -229,13 +229,17 @@ def test_the_hoisting_request_names_the_division_a_lowered_normalization_repeats
     assert pattern[0] == f"const float {value} = /* as now */;" and pattern[1].startswith(f"const float inv_{value} =")
     assert pattern[2] == loop + " {" and loop in seed.kernel_source
     assert f"`a / {divisor}` written `a * inv_{value}`" in exp.directive_text
+    # the answer is begun inside the loop over the rows, right after the line that sets the value
+    begun = exp.begun.splitlines()
+    assert begun[0].startswith('extern "C" void kernel_forward(') and re.match(rf"\s*const float {value} = ", begun[-1])
+    assert any(re.match(r"\s*for \(int64_t r = 0; r < rows; \+\+r\) \{", ln) for ln in begun) and loop not in exp.begun
     # once a row, or a call: nothing to hoist, and the kernel is not asked
     per_row = ('extern "C" void kernel_forward(const float* x, float* out, int64_t rows, int64_t cols) {\n'
                "  #pragma omp parallel for\n  for (int64_t r = 0; r < rows; ++r) {\n"
                "    const float inv = 1.0f / std::sqrt(x[r * cols] / (float)cols + 1e-5f);\n"
                "    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * cols + c] * inv;\n  }\n}\n")
     assert hoistable_divisions(per_row) == [] and not applicable("hoist_invariants", per_row)
-    assert hoist_text(per_row) is None
+    assert hoist_text(per_row) is None and hoist_begun(per_row) == ""
     # a copy that the loop changes after making it is no invariant
     changed = seed.kernel_source.replace(f"const float {divisor} = {value};", f"float {divisor} = {value}; {divisor} += 1.0f;")
     assert hoistable_divisions(changed) == []
