@@ -184,9 +184,10 @@ def reference_begun(kernel: str, target: str = ENTRY) -> str:
     edits another function.
 
     Begun with the function's first line alone, the default model left out the loops around the replaced lines: it
-    wrote one row's statements with no loop over the rows ("'r' was not declared", dev/free_energy), and asked of a
-    kernel whose rows come in blocks (two loops, ``r0`` and ``r``), it dropped the reference and took the exps at the
-    running maximum (3 of 3 such dev answers wrong; docs/benchmarks.md, forty-fourth measurement)."""
+    wrote one row's statements with no loop over the rows ("'r' was not declared", dev/free_energy), and of 3 answers
+    asked of a kernel whose rows come in blocks (two loops, ``r0`` and ``r``), 3 were wrong: one dropped the reference
+    and took the exps at the running maximum, two wrote the output without the lines after the calls (now shown in
+    the pattern; docs/benchmarks.md, forty-fourth measurement)."""
     parts = reference_parts(kernel) if target == ENTRY else None
     return _begun_before(kernel, target, parts.calls.strip().splitlines()[0]) if parts is not None else ""
 
