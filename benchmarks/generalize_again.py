@@ -125,19 +125,14 @@ def by_request(rows: list[dict]) -> dict[str, list]:
     evaluated, the correct edits' speed over the kernel they edited, how many of those ran >= 1.1x it, in how many
     searches it made the best LLM node, and why the others failed (verdict status -> count). Counts only: no kernel,
     prompt or answer is read out."""
-    import sqlite3
+    from directive_record import _queries  # the shared reading of recorded sessions
 
-    from kforge_desktop.store import readable, stored
+    from kforge_desktop.store import stored
 
     table: dict[str, list] = {}
-    for row in rows:
-        with readable(stored(ROOT / row["session"])) as plain:
-            db = sqlite3.connect(f"file:{plain}?mode=ro", uri=True)
-            try:
-                nodes = db.execute("SELECT n.id, n.parent_id, n.origin, n.kind, n.directive, n.state, v.status, "
-                                   "v.speedup FROM nodes n LEFT JOIN verdicts v ON v.node_id = n.id").fetchall()
-            finally:
-                db.close()
+    for (nodes,) in _queries([str(stored(ROOT / row["session"])) for row in rows],
+                             "SELECT n.id, n.parent_id, n.origin, n.kind, n.directive, n.state, v.status, v.speedup "
+                             "FROM nodes n LEFT JOIN verdicts v ON v.node_id = n.id"):
         speed = {i: sp for i, _p, _o, _k, _d, _s, st, sp in nodes if st == "ok" and sp}
         best = max((n for n in nodes if n[2] == "llm" and n[0] in speed), key=lambda n: speed[n[0]], default=None)
         for i, parent, origin, kind, directive, state, status, _sp in nodes:
@@ -162,7 +157,7 @@ def by_request(rows: list[dict]) -> dict[str, list]:
     return table
 
 
-def request_table(rows: list[dict], failures: Callable[[dict], str] = str) -> str:
+def request_table(rows: list[dict], failures: Callable[[dict], str]) -> str:
     """``by_request`` as a markdown table, each request's failures written by ``failures``."""
     import statistics
 
