@@ -99,7 +99,7 @@ DIRECTIVES: dict[str, tuple[Directive, ...]] = {
                   "contiguous access.", prior=0.51),
         Directive("single_pass", "Fuse the passes over each row: compute the statistics the row needs in one "
                   "loop (e.g. sum and sum of squares together, or an online max-and-sum) and write the output "
-                  "in the next.", prior=0.27),
+                  "in the next.", prior=0.06),
         Directive("reference_max", "Fuse the row's maximum into the loop that sums its exponentials: take the "
                   "exponentials at a reference (the largest of the row's first values) while the same SIMD loop "
                   "takes the row's maximum; sum again at that maximum only when it lies far above the reference.",
@@ -186,7 +186,11 @@ def directive_by_key(language: str, key: str) -> Directive | None:
 # ``hoist_text`` words it, naming the division (applicable only where a loop of the entry point repeats one), the
 # default model carried it out 16 of 24 times (`kforge sample PROBLEM --kind edit --directive hoist_invariants --n 8
 # --seed S`, judged by `kforge eval`: dev/l2_normalize 6/8 and 7/8 at seeds 0 and 1, dev/padding_masked_softmax
-# 3/8 at seed 1; docs/benchmarks.md, "Thirty-third measurement").
+# 3/8 at seed 1; docs/benchmarks.md, "Thirty-third measurement"). single_pass, worded in the kernel's own statistics
+# since cbe8993, was carried out 2 of 33 times over the dev searches at that wording (`generalize.py --report
+# --by-request --results benchmarks/results/generalize/generalize_dev_r70d_r93d.jsonl`, by_request_dev_r70d_r93d.txt;
+# 3 of 21 on the test half), its correct edits at 0.68x the kernel they edited: below ``UNLIKELY``, it is asked
+# when nothing that worked from a node is likelier (docs/benchmarks.md, "Forty-fifth measurement").
 
 
 # Below this chance a directive never asked of a node comes after asking again one that worked there: the

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..csource.items import ENTRY, TORCH_INCLUDE
-from ..csource.mends import drop_assigned_array_reductions, drop_scan_reductions, loop_block_rows
+from ..csource.mends import drop_assigned_array_reductions, drop_scan_reductions, loop_block_rows, move_rechecks_out
 from ..kernels.policy import PLUMBING, OpRecorder, op_base
 from ..llm.extract import native_code
 from ..problem.problem import Problem, ProblemError
@@ -459,8 +459,9 @@ def clean_kernel(code: str, function: str = FUNCTION) -> str:
     scaffold does the binding), drop a markdown fence left inside the code (an answer that opened
     a second code block within the first), make sure the entry point is ``extern "C"``, drop the SIMD
     reduction pragma of a loop that stores its running value (a scan: ``drop_scan_reductions``) and the array
-    reduction of a loop that assigns each value once (``drop_assigned_array_reductions``), and loop over each
-    block's rows where a blocked kernel handled only the first (``loop_block_rows``)."""
+    reduction of a loop that assigns each value once (``drop_assigned_array_reductions``), move a test of a SIMD
+    loop's reduction result out of that loop (``move_rechecks_out``), and loop over each block's rows where a blocked
+    kernel handled only the first (``loop_block_rows``)."""
     lines = []
     for line in code.splitlines():
         s = line.strip()
@@ -478,5 +479,6 @@ def clean_kernel(code: str, function: str = FUNCTION) -> str:
                       rf'\1extern "C" void {function}(', text, count=1)
     text, _ = drop_scan_reductions(text)
     text, _ = drop_assigned_array_reductions(text)
+    text, _ = move_rechecks_out(text)
     text, _ = loop_block_rows(text)
     return text.strip() + "\n"
