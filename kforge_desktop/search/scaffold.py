@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 import torch
 
 from ..csource.items import ENTRY, TORCH_INCLUDE
-from ..csource.mends import drop_assigned_array_reductions, drop_scan_reductions, loop_block_rows, move_rechecks_out
+from ..csource.mends import (
+    drop_assigned_array_reductions,
+    drop_scan_reductions,
+    loop_block_rows,
+    move_rechecks_out,
+)
 from ..kernels.policy import PLUMBING, OpRecorder, op_base
 from ..llm.extract import native_code
 from ..problem.problem import Problem, ProblemError
