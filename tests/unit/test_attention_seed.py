@@ -161,6 +161,36 @@ def test_a_put_back_triton_kernel_loads_from_a_file(tmp_path):
     assert os.path.isfile(run.stdout.strip().splitlines()[-1])
 
 
+HIDDEN_NAN = """
+import sys, torch
+from kforge_desktop.modelopt.runtime import load_kernel
+forward = load_kernel(open(sys.argv[1]).read(), "attention_test")
+torch.manual_seed(0)
+t = 200  # three row blocks of 64 under the interpreter; columns in blocks of 16, the last one partial
+q, k, v = torch.randn(1, 2, t, 16), torch.randn(1, 2, t, 16), torch.randn(1, 2, t, 8)
+v[0, 0, 190, 3], v[0, 1, 100, 5], k[0, 0, 150, 0] = float("nan"), float("inf"), float("nan")
+mask = torch.ones(t, t, dtype=torch.bool)
+expected = torch.softmax((q @ k.transpose(-2, -1) / 4.0).masked_fill(mask.triu(1), float("-inf")), -1) @ v
+got = forward(q, k, v, mask)
+assert expected.isnan().sum() > 200, "the reference has the NaN the test is about"
+torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+"""
+
+
+def test_a_nan_or_infinity_among_the_values_a_causal_mask_hides_comes_out_as_torchs_does(tmp_path):
+    """The reference multiplies the values of the keys a causal mask hides by 0, so a NaN or an infinity there is
+    NaN in every row's output; the exemplar skips a block of keys the mask hides from a whole block of rows, and
+    must still pass it on (on the GPU, the verifier's trial with NaN in the inputs rejected the causal attention
+    seed). A NaN in a hidden key stays hidden, as torch's masked_fill hides it. Run under Triton's interpreter."""
+    source = attention_module(MASKED.replace("{mask}", "s = s.masked_fill(m.triu(1), -inf)").replace(
+        "{m}", "torch.ones(40, 40, dtype=torch.bool)"))
+    assert source is not None and "mask_kind=2" in source
+    (tmp_path / "kernel.py").write_text(source)
+    run = subprocess.run([sys.executable, "-c", HIDDEN_NAN, str(tmp_path / "kernel.py")], capture_output=True,
+                         text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, cwd=REPO, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
 def test_a_gpu_search_of_an_attention_starts_from_the_exemplar(tmp_path):
     """A search on a GPU places the fitted exemplar as a seed node (Triton, not an LLM candidate);
     a search on the CPU, where Triton only runs interpreted, does not."""

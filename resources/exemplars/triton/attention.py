@@ -45,6 +45,20 @@ def _step(a, m_i, l_i, acc, b_base, v_base, sb_n, sv_n, cols, keep, qk_scale, N,
     return m_new, l_i, acc
 
 
+HIDDEN_STEP = 16  # the columns of one entry of ``hidden_values``: every BLOCK_N is a multiple of it
+
+
+@triton.jit
+def _hidden(p_base, start, sp_b, e, e_ok, NB, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr):
+    """NaN for each output column where the values of the BLOCK_N columns from ``start`` hold a NaN or an
+    infinity, else 0: what the reference adds for a block its mask hides entirely (each value times 0)."""
+    out = tl.zeros([BLOCK_E], tl.float32)
+    for sub in tl.static_range(BLOCK_N // 16):
+        blk = start // 16 + sub + e * 0
+        out += tl.load(p_base + blk * sp_b + e, mask=e_ok & (blk < NB), other=0.0)
+    return out
+
+
 # tile sizes tried on the first call of each shape (a config that does not fit the card's shared
 # memory or registers is skipped): 128 rows x 64 columns, one stage, won on a 16-head causal attention
 _CONFIGS = [
@@ -59,12 +73,13 @@ if os.environ.get("TRITON_INTERPRET") == "1":  # on a CPU, under Triton's interp
 @triton.autotune(configs=_CONFIGS, key=["M", "N", "D", "E", "MASK"])
 @triton.jit
 def _attention_kernel(
-    A, B, V, Y, Out, scale,
+    A, B, V, Y, P, Out, scale,
     sa_z, sa_h, sa_m, sa_d,  # A: the scores' left operand, [Z, H, M, D]
     sb_z, sb_h, sb_d, sb_n,  # B: the right operand, [Z, H, D, N]
     sv_z, sv_h, sv_n, sv_e,  # V: [Z, H, N, E]
     sy_z, sy_h, sy_m, sy_n,  # Y: what the mask is made of, broadcast to [Z, H, M, N] (strides 0)
     so_z, so_h, so_m, so_e,  # Out: the output, [Z, H, M, E]
+    sp_z, sp_h, sp_b,  # P: ``hidden_values``, [Z, H, cdiv(N, 16), E] (read only where a block is hidden)
     H, M, N, D, E,
     MASK: tl.constexpr, DIAG: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
@@ -109,6 +124,8 @@ def _attention_kernel(
         keep = _masked(y_base + cols[None, :] * sy_n, rows, cols, in_bounds, MASK, DIAG)
         if tl.max(keep.to(tl.int32)) > 0:
             m_i, l_i, acc = _step(a, m_i, l_i, acc, b_base, v_base, sb_n, sv_n, cols, keep, qk_scale, N, d_ok, e_ok, PRECISION)
+        else:  # skipped, but the reference multiplies these values by 0: a NaN or infinity among them is NaN there
+            acc += _hidden(P + z * sp_z + h * sp_h, start, sp_b, e, e_ok, tl.cdiv(N, 16), BLOCK_N, BLOCK_E)[None, :]
     # a row that is masked everywhere is NaN in the reference (softmax of all -inf): 0 / 0 here too
     out = acc / l_i[:, None]
     tl.store(Out + z * so_z + h * so_h + rows[:, None] * so_m + e[None, :] * so_e, out,
@@ -120,6 +137,19 @@ def _four(t: torch.Tensor) -> torch.Tensor:
     while t.dim() < 4:
         t = t.unsqueeze(0)
     return t
+
+
+def hidden_values(v4: torch.Tensor) -> torch.Tensor:
+    """Per 16 columns of the scores (rows of ``v4``, [Z, H, N, E]) and output column: NaN where those values hold
+    a NaN or an infinity, else 0; fp32, [Z, H, cdiv(N, 16), E]. A block of columns the mask hides from every row
+    of a program is skipped, but the reference multiplies its values by 0 and so passes such a value on."""
+    n = v4.shape[-2]
+    nb = triton.cdiv(n, HIDDEN_STEP)
+    finite = torch.isfinite(v4)
+    if n % HIDDEN_STEP:
+        finite = torch.cat([finite, finite.new_ones(*finite.shape[:-2], nb * HIDDEN_STEP - n, finite.shape[-1])], -2)
+    bad = ~finite.unflatten(-2, (nb, HIDDEN_STEP)).all(-2)
+    return torch.zeros(bad.shape, device=v4.device, dtype=torch.float32).masked_fill_(bad, float("nan"))
 
 
 def attention(a, b, v, scale=1.0, mask=None, mask_kind=MASK_NONE, diag=0):
@@ -141,17 +171,17 @@ def attention(a, b, v, scale=1.0, mask=None, mask_kind=MASK_NONE, diag=0):
     a4, b4, v4, o4 = (_four(t.expand(*batch, *t.shape[-2:])) for t in (a, b, v, out))
     zz, hh = o4.shape[:2]
     if mask is None:
-        y4, mask_kind = o4, MASK_NONE  # not read
+        y4, p4, mask_kind = o4, o4, MASK_NONE  # not read
     else:
-        y4 = _four(mask.expand(*batch, m, n))
+        y4, p4 = _four(mask.expand(*batch, m, n)), hidden_values(v4)
     block_d, block_e = max(16, triton.next_power_of_2(dim)), max(16, triton.next_power_of_2(e))
 
     def grid(meta):
         return (triton.cdiv(m, meta["BLOCK_M"]), zz * hh)
 
     _attention_kernel[grid](
-        a4, b4, v4, y4, o4, scale,
-        *a4.stride(), *b4.stride(), *v4.stride(), *y4.stride(), *o4.stride(),
+        a4, b4, v4, y4, p4, o4, scale,
+        *a4.stride(), *b4.stride(), *v4.stride(), *y4.stride(), *o4.stride(), *p4.stride()[:3],
         hh, m, n, dim, e,
         MASK=mask_kind, DIAG=diag, BLOCK_D=block_d, BLOCK_E=block_e,
         # fp32: three TF32 products each (fp32's accuracy); 16-bit inputs multiply as they are
